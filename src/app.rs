@@ -1,0 +1,162 @@
+//! Wiring: the shared state, the router with its layers, and serving.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::HeaderName;
+use axum::routing::{get, post};
+use futures_util::Stream;
+use serde_json::{Map, Value};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+
+use crate::completion::{Completion, Engine, Job, Progress};
+use crate::config::Config;
+use crate::normalize::OutputKind;
+use crate::ops::metrics::Metrics;
+use crate::ops::request_id::{HEADER, RequestId};
+use crate::prompts::{FileStore, PromptStore};
+use crate::retry::{Deadline, RetryPolicy};
+use crate::routes::{self, BodyLimit};
+use crate::upstream::Upstream;
+
+/// Everything a handler may use.
+#[derive(Clone)]
+pub struct AppState {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// Upstreams, limits and metrics shared by all completions.
+    pub engine: Arc<Engine>,
+    /// The live prompts.
+    pub prompts: Arc<dyn PromptStore>,
+    /// The app's metrics.
+    pub metrics: Metrics,
+}
+
+impl axum::extract::FromRef<AppState> for Metrics {
+    fn from_ref(app: &AppState) -> Metrics {
+        app.metrics.clone()
+    }
+}
+
+impl AppState {
+    /// State for a config, with the upstream from `LADLE_UPSTREAM_URL` (or the one
+    /// given) and prompts from `LADLE_PROMPTS_DIR`.
+    pub fn new(config: Config, upstream_url: &str) -> Result<Self, String> {
+        let upstream = Upstream::new(
+            "primary",
+            upstream_url,
+            config.upstream_api_key.clone(),
+            config.connect_timeout,
+        )?;
+        let metrics = Metrics::new();
+        let engine = Engine {
+            upstreams: vec![Arc::new(upstream)],
+            idle_timeout: config.idle_timeout,
+            busy_keywords: config.busy_keywords.clone(),
+            inflight: Arc::new(Semaphore::new(config.max_inflight)),
+            queue_timeout: config.queue_timeout,
+            metrics: metrics.clone(),
+        };
+        let prompts: Arc<dyn PromptStore> = Arc::new(FileStore::open(&config.prompts_dir));
+        Ok(AppState {
+            config: Arc::new(config),
+            engine: Arc::new(engine),
+            prompts,
+            metrics,
+        })
+    }
+
+    /// The retry policy for a request, with a task's own `min_remaining` if it has one.
+    pub fn policy(&self, min_remaining: Option<Duration>) -> RetryPolicy {
+        let config = &self.config;
+        RetryPolicy {
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+            early_retry_window: config.early_retry_window,
+            min_remaining: min_remaining.unwrap_or(config.min_remaining),
+            retry_after_output: true,
+        }
+    }
+
+    /// A job for the attempt loop; the deadline runs from the request's arrival.
+    #[allow(clippy::too_many_arguments)]
+    pub fn job(
+        &self,
+        arrived: Instant,
+        request_id: &RequestId,
+        label: &str,
+        body: &Map<String, Value>,
+        policy: RetryPolicy,
+        budget: Duration,
+        output: Option<OutputKind>,
+    ) -> Job {
+        Job {
+            body: serde_json::to_vec(body).unwrap_or_default().into(),
+            policy,
+            deadline: Deadline::after(arrived, budget),
+            output,
+            request_id: request_id.to_string(),
+            label: label.to_owned(),
+        }
+    }
+
+    /// Starts a completion; it runs as its stream is polled.
+    pub fn complete(&self, job: Job) -> impl Stream<Item = Progress> + Send + 'static {
+        Completion::new(self.engine.clone(), job).into_stream()
+    }
+}
+
+/// The router with every route and layer.
+pub fn router(state: AppState) -> Router {
+    let request_id = HeaderName::from_static(HEADER);
+    let body_limit = state.config.max_body_bytes;
+    Router::new()
+        .route("/v1/chat/completions", post(routes::chat::completions))
+        .route("/v1/tasks/{name}", post(routes::tasks::run))
+        .route("/healthz", get(routes::ops::healthz))
+        .route("/readyz", get(routes::ops::readyz))
+        .route("/metrics", get(routes::ops::metrics))
+        .merge(routes::admin::router())
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::Extension(BodyLimit(body_limit)))
+        .layer(axum::middleware::from_fn(crate::error::render_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::ops::observe::observe,
+        ))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then lets running requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let prompts = state.prompts.clone();
+    let reload = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let prompts = prompts.clone();
+            // File reads block; keep them off the async workers.
+            let _ = tokio::task::spawn_blocking(move || prompts.refresh()).await;
+        }
+    });
+    let result = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    reload.abort();
+    result
+}

@@ -1,0 +1,213 @@
+//! The command line: `serve` (the default), `demo` and `check`.
+//!
+//! This is the only place that reads the process environment and the config file;
+//! everything after it works on a `Config` value.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+use crate::app::{self, AppState};
+use crate::config::{Config, ConfigError};
+use crate::demo::{self, DemoOptions};
+use crate::ops::telemetry;
+use crate::prompts::{FileStore, PromptStore};
+
+/// ladle: a streaming LLM completion gateway.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    /// TOML configuration file (default: $LADLE_CONFIG, else ./ladle.toml if it exists).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway (the default).
+    Serve,
+    /// Run the gateway against a built-in simulated upstream.
+    Demo,
+    /// Load the configuration and every prompt, report problems.
+    Check,
+}
+
+/// Runs the chosen command; the exit code tells success.
+pub fn run(cli: Cli) -> ExitCode {
+    let config = match load_config(cli.config) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("ladle: invalid configuration: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Check => check(&config),
+        Command::Serve => run_async(serve(config)),
+        Command::Demo => run_async(run_demo(config)),
+    }
+}
+
+fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
+    let env = |key: &str| std::env::var(key).ok();
+    let explicit = path.or_else(|| env("LADLE_CONFIG").map(PathBuf::from));
+    let text = match explicit {
+        Some(path) => Some(
+            std::fs::read_to_string(&path)
+                .map_err(|e| ConfigError::File(format!("cannot read {}: {e}", path.display())))?,
+        ),
+        None => std::fs::read_to_string("ladle.toml").ok(),
+    };
+    Config::load(text.as_deref(), &env)
+}
+
+fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("ladle: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ladle: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> Result<(), String> {
+    telemetry::init(config.log_format);
+    let url = config.upstream_url.clone().ok_or(
+        "LADLE_UPSTREAM_URL is required for `serve` (try `ladle demo` to run without one)",
+    )?;
+    let listener = bind(config.listen).await?;
+    let state = AppState::new(config, &url)?;
+    app::serve(listener, state, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn run_demo(mut config: Config) -> Result<(), String> {
+    telemetry::init(config.log_format);
+    let url = demo::start(DemoOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    config.model.get_or_insert_with(|| "ladle-demo".to_owned());
+    let listener = bind(config.listen).await?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let state = AppState::new(config, &url)?;
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{}", demo_instructions(address));
+    app::serve(listener, state, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn bind(address: SocketAddr) -> Result<TcpListener, String> {
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|e| format!("cannot listen on {address} (LADLE_LISTEN): {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!("listening on {bound}");
+    Ok(listener)
+}
+
+fn demo_instructions(address: SocketAddr) -> String {
+    let base = format!("http://{address}");
+    format!(
+        r#"
+ladle demo: the gateway is on {base}, in front of a simulated upstream that streams
+canned recipes, is busy every fourth request, and sometimes writes "forty-eight 克".
+Paste these into another terminal (Ctrl-C here stops the demo):
+
+# A whole recipe as normalized JSON:
+curl -s {base}/v1/tasks/recipe -H 'content-type: application/json' -d '{{"dish": "香酥鸭", "servings": 2}}'
+
+# The same, streamed as named events (attempt, delta, retry, result):
+curl -N {base}/v1/tasks/recipe -H 'accept: text/event-stream' -H 'content-type: application/json' -d '{{"dish": "番茄炒蛋"}}'
+
+# Ideas from what is in the fridge:
+curl -s {base}/v1/tasks/fridge -H 'content-type: application/json' -d '{{"ingredients": ["鸡蛋", "番茄", "豆腐"]}}'
+
+# The OpenAI-compatible endpoint, streaming:
+curl -N {base}/v1/chat/completions -H 'content-type: application/json' -d '{{"stream": true, "messages": [{{"role": "user", "content": "红烧肉怎么做？"}}]}}'
+
+# Metrics:
+curl -s {base}/metrics | grep ladle_
+"#
+    )
+}
+
+fn check(config: &Config) -> ExitCode {
+    let mut out = std::io::stdout();
+    let store = FileStore::open(&config.prompts_dir);
+    let broken = store.broken();
+    let loaded = store.list();
+    for (prompt, _) in &loaded {
+        let _ = writeln!(
+            out,
+            "ok      {} ({:?}, etag {})",
+            prompt.name, prompt.output, prompt.etag
+        );
+    }
+    for (name, why) in &broken {
+        let _ = writeln!(out, "BROKEN  {name}: {why}");
+    }
+    let mut problems = broken.len();
+    if loaded.is_empty() && broken.is_empty() {
+        let _ = writeln!(
+            out,
+            "BROKEN  no prompts found in {}",
+            config.prompts_dir.display()
+        );
+        problems += 1;
+    }
+    if config.upstream_url.is_none() {
+        let _ = writeln!(
+            out,
+            "note    LADLE_UPSTREAM_URL is unset: `serve` needs it, `demo` does not"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} prompt(s) loaded, {problems} problem(s)",
+        loaded.len()
+    );
+    if problems == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: no new connections; running requests may finish");
+}

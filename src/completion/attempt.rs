@@ -1,0 +1,270 @@
+//! One upstream attempt: its timers and its progress.
+//!
+//! Invariant: whether output has arrived is state of the attempt, created with it and
+//! dropped with it, never shared. Every wait here ends at the earlier of the idle
+//! timer and the request's one deadline; no attempt starts a clock of its own. The
+//! idle timer runs from sending the request to the first event and between events;
+//! comments produce no event, so they never reset it.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use tokio::time::{Instant, timeout_at};
+
+use super::failure::{AttemptFailure, FailureKind};
+use crate::retry::Deadline;
+use crate::upstream::chunk::{self, Chunk, Parsed};
+use crate::upstream::sse::SseDecoder;
+use crate::upstream::{BodyKind, SendError, Upstream};
+
+/// Longest SSE line accepted from an upstream.
+pub const MAX_SSE_LINE: usize = 1 << 20;
+/// Largest error or non-streaming body read from an upstream.
+const MAX_WHOLE_BODY: usize = 8 << 20;
+/// How much of an error body is kept for classification.
+const MAX_ERROR_TEXT: usize = 64 << 10;
+
+/// A data chunk as received, and what it says.
+#[derive(Debug)]
+pub struct Received {
+    /// The `data` payload exactly as the upstream sent it (or, for an upstream that
+    /// ignored `stream`, a chunk made from its answer).
+    pub raw: Bytes,
+    /// The parsed chunk.
+    pub chunk: Chunk,
+}
+
+/// An attempt whose response headers arrived with a 2xx status.
+pub struct Attempt {
+    body: BoxStream<'static, Result<Bytes, String>>,
+    decoder: SseDecoder,
+    mode: Mode,
+    idle: Duration,
+    idle_until: Instant,
+    deadline: Deadline,
+    output_began: bool,
+    finished: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Stream,
+    Whole,
+    Over,
+}
+
+impl Attempt {
+    /// Sends the request and waits for a usable response.
+    pub async fn open(
+        upstream: &Upstream,
+        body: Bytes,
+        idle: Duration,
+        deadline: Deadline,
+    ) -> Result<Self, AttemptFailure> {
+        let idle_until = Instant::now() + idle;
+        let response = match timeout_at(idle_until.min(deadline.at), upstream.send(body)).await {
+            Err(_) => return Err(AttemptFailure::new(timer_kind(idle_until, deadline))),
+            Ok(Err(SendError::Connect(text))) => {
+                return Err(AttemptFailure::new(FailureKind::Connect(text)));
+            }
+            Ok(Err(SendError::Io(text))) => return Err(AttemptFailure::new(FailureKind::Io(text))),
+            Ok(Ok(response)) => response,
+        };
+        let mut attempt = Attempt {
+            body: response.body,
+            decoder: SseDecoder::new(MAX_SSE_LINE),
+            mode: Mode::Stream,
+            idle,
+            idle_until,
+            deadline,
+            output_began: false,
+            finished: false,
+        };
+        if !(200..300).contains(&response.status) {
+            let text = attempt.read_whole(MAX_ERROR_TEXT).await?;
+            let message = upstream.scrub(&error_text(&text));
+            return Err(AttemptFailure {
+                kind: FailureKind::Status {
+                    status: response.status,
+                    message,
+                },
+                retry_after: response.retry_after,
+            });
+        }
+        if response.kind != BodyKind::EventStream {
+            attempt.mode = Mode::Whole;
+        }
+        Ok(attempt)
+    }
+
+    /// Whether this attempt has produced output.
+    pub fn output_began(&self) -> bool {
+        self.output_began
+    }
+
+    /// The next data chunk; `None` once the stream has properly ended.
+    pub async fn next(&mut self) -> Result<Option<Received>, AttemptFailure> {
+        loop {
+            let event = match self.mode {
+                Mode::Over => return Ok(None),
+                Mode::Whole => return self.whole_answer().await,
+                Mode::Stream => self.next_event().await?,
+            };
+            let Some(raw) = event else {
+                return if self.finished {
+                    Ok(None)
+                } else {
+                    Err(AttemptFailure::new(FailureKind::EndedEarly))
+                };
+            };
+            self.idle_until = Instant::now() + self.idle;
+            if raw.trim_ascii().is_empty() {
+                continue;
+            }
+            match chunk::parse(&raw, !self.output_began) {
+                Ok(Parsed::Done) => {
+                    self.mode = Mode::Over;
+                    return Ok(None);
+                }
+                Ok(Parsed::Error(message)) => {
+                    return Err(AttemptFailure::new(FailureKind::ErrorChunk(message)));
+                }
+                Ok(Parsed::Chunk(chunk)) => return Ok(Some(self.received(raw, chunk))),
+                Err(malformed) => {
+                    return Err(AttemptFailure::new(FailureKind::Protocol(
+                        malformed.to_string(),
+                    )));
+                }
+            }
+        }
+    }
+
+    fn received(&mut self, raw: Bytes, chunk: Chunk) -> Received {
+        self.output_began |= chunk.is_output();
+        self.finished |= chunk.finish_reason.is_some();
+        Received { raw, chunk }
+    }
+
+    /// The next SSE event's data, or `None` at the end of the body.
+    async fn next_event(&mut self) -> Result<Option<Bytes>, AttemptFailure> {
+        loop {
+            match self.decoder.next_event() {
+                Ok(Some(event)) => return Ok(Some(event.data)),
+                Ok(None) => {}
+                Err(too_long) => {
+                    return Err(AttemptFailure::new(FailureKind::Protocol(
+                        too_long.to_string(),
+                    )));
+                }
+            }
+            match self.read().await? {
+                Some(bytes) => self.decoder.push(&bytes),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// An upstream that answered with one JSON document (it ignored `stream`, or
+    /// declared no event stream): read it whole, then hand it back as one chunk.
+    /// If the bytes turn out to be SSE after all, they are read as SSE.
+    async fn whole_answer(&mut self) -> Result<Option<Received>, AttemptFailure> {
+        let body = self.read_whole(MAX_WHOLE_BODY).await?;
+        let parsed = chunk::parse(&body, true);
+        if parsed.is_err() && looks_like_sse(&body) {
+            self.decoder.push(&body);
+            self.mode = Mode::Stream;
+            return Box::pin(self.next()).await;
+        }
+        self.mode = Mode::Over;
+        match parsed {
+            Ok(Parsed::Chunk(mut chunk)) => {
+                chunk.finish_reason.get_or_insert_with(|| "stop".to_owned());
+                let raw = as_stream_chunk(&chunk);
+                Ok(Some(self.received(raw, chunk)))
+            }
+            Ok(Parsed::Error(message)) => {
+                Err(AttemptFailure::new(FailureKind::ErrorChunk(message)))
+            }
+            Ok(Parsed::Done) => Err(AttemptFailure::new(FailureKind::EndedEarly)),
+            Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
+                malformed.to_string(),
+            ))),
+        }
+    }
+
+    /// Reads the rest of the body, keeping at most `limit` bytes.
+    async fn read_whole(&mut self, limit: usize) -> Result<Bytes, AttemptFailure> {
+        let mut whole = BytesMut::new();
+        while let Some(bytes) = self.read().await? {
+            if whole.len() + bytes.len() > limit {
+                if limit == MAX_ERROR_TEXT {
+                    break;
+                }
+                return Err(AttemptFailure::new(FailureKind::Protocol(format!(
+                    "body over {limit} bytes"
+                ))));
+            }
+            whole.extend_from_slice(&bytes);
+            // Bytes of a whole body count as activity; there are no events to wait for.
+            self.idle_until = Instant::now() + self.idle;
+        }
+        Ok(whole.freeze())
+    }
+
+    /// The next piece of the body, bounded by the idle timer and the deadline.
+    async fn read(&mut self) -> Result<Option<Bytes>, AttemptFailure> {
+        match timeout_at(self.idle_until.min(self.deadline.at), self.body.next()).await {
+            Err(_) => Err(AttemptFailure::new(timer_kind(
+                self.idle_until,
+                self.deadline,
+            ))),
+            Ok(None) => Ok(None),
+            Ok(Some(Ok(bytes))) => Ok(Some(bytes)),
+            Ok(Some(Err(text))) => Err(AttemptFailure::new(FailureKind::Io(text))),
+        }
+    }
+}
+
+/// Which of the two timers fired.
+fn timer_kind(idle_until: Instant, deadline: Deadline) -> FailureKind {
+    if deadline.at <= idle_until {
+        FailureKind::Deadline
+    } else {
+        FailureKind::IdleTimeout
+    }
+}
+
+fn looks_like_sse(body: &[u8]) -> bool {
+    let start = body.trim_ascii_start();
+    start.starts_with(b"data:") || start.starts_with(b":") || start.starts_with(b"event:")
+}
+
+/// The message of an error body: `error.message` when it is JSON, else the text.
+fn error_text(body: &[u8]) -> String {
+    match chunk::parse(body, false) {
+        Ok(Parsed::Error(message)) => message,
+        _ => String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+/// An OpenAI stream chunk carrying a whole non-streaming answer.
+fn as_stream_chunk(chunk: &Chunk) -> Bytes {
+    let meta = chunk.meta.clone().unwrap_or_default();
+    let mut delta =
+        serde_json::json!({"role": "assistant", "content": chunk.content.as_deref().unwrap_or("")});
+    if let Some(reasoning) = &chunk.reasoning {
+        delta["reasoning_content"] = reasoning.as_str().into();
+    }
+    let mut body = serde_json::json!({
+        "id": meta.id,
+        "object": "chat.completion.chunk",
+        "model": meta.model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": chunk.finish_reason}],
+    });
+    if let Some(usage) = &chunk.usage {
+        body["usage"] = usage.clone();
+    }
+    Bytes::from(body.to_string())
+}

@@ -1,0 +1,233 @@
+//! Why one attempt failed, how that is classed for the retry policy, and which
+//! contract error the request gets when it gives up.
+//!
+//! The same failure is classed differently before and after output: an idle timeout
+//! before the model wrote a word is "not started" (worth waiting for), after it is
+//! "other" (the answer is half-written). That is why `class` takes `output_began`.
+
+use std::time::Duration;
+
+use crate::error::ApiError;
+use crate::retry::{BusyKeywords, FailureClass};
+
+/// One failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptFailure {
+    /// What happened.
+    pub kind: FailureKind,
+    /// The upstream's `Retry-After`, if it sent one.
+    pub retry_after: Option<Duration>,
+}
+
+/// What happened to an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailureKind {
+    /// No connection (refused, unreachable, connect timeout).
+    Connect(String),
+    /// No SSE event within the idle timeout.
+    IdleTimeout,
+    /// The connection broke (reset, or EOF in the middle of a body).
+    Io(String),
+    /// The stream ended without `[DONE]` or a `finish_reason`.
+    EndedEarly,
+    /// A non-2xx status, with the upstream's message (key scrubbed).
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The error message the upstream gave.
+        message: String,
+    },
+    /// A chunk carrying an `error` object.
+    ErrorChunk(String),
+    /// The upstream broke the protocol (non-JSON chunk, endless line, huge body).
+    Protocol(String),
+    /// The model's text could not be turned into the task's output.
+    InvalidOutput(String),
+    /// The request's deadline passed.
+    Deadline,
+}
+
+impl AttemptFailure {
+    /// A failure with no `Retry-After`.
+    pub fn new(kind: FailureKind) -> Self {
+        AttemptFailure {
+            kind,
+            retry_after: None,
+        }
+    }
+
+    /// How the retry policy treats this failure.
+    pub fn class(&self, output_began: bool, busy: &BusyKeywords) -> FailureClass {
+        use FailureClass::{Busy, Final, NotStarted, Other};
+        match &self.kind {
+            FailureKind::Status {
+                status: 503 | 429, ..
+            } => Busy,
+            FailureKind::Status { message, .. } | FailureKind::ErrorChunk(message)
+                if busy.matches(message) =>
+            {
+                Busy
+            }
+            FailureKind::Status { status, .. } if (400..500).contains(status) && *status != 408 => {
+                Final
+            }
+            FailureKind::Status { .. } | FailureKind::ErrorChunk(_) => Other,
+            FailureKind::Connect(_) => NotStarted,
+            FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly
+                if !output_began =>
+            {
+                NotStarted
+            }
+            FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly => Other,
+            FailureKind::Protocol(_) | FailureKind::InvalidOutput(_) => Other,
+            FailureKind::Deadline => Final,
+        }
+    }
+
+    /// The metrics/log outcome of the attempt.
+    pub fn outcome(&self, class: FailureClass) -> &'static str {
+        match (class, &self.kind) {
+            (_, FailureKind::Deadline) => "deadline",
+            (FailureClass::Busy, _) => "busy",
+            (FailureClass::NotStarted, _) => "not_started",
+            (FailureClass::Final, _) => "rejected",
+            (FailureClass::Other, _) => "failed",
+        }
+    }
+
+    /// The error the request ends with when it gives up after this failure.
+    pub fn into_api_error(
+        self,
+        class: FailureClass,
+        attempts: u32,
+        retry_after: Duration,
+    ) -> ApiError {
+        match (class, self.kind) {
+            (_, FailureKind::Deadline) => ApiError::DeadlineExceeded,
+            (FailureClass::Busy, _) => ApiError::UpstreamBusy {
+                retry_after: self.retry_after.unwrap_or(retry_after),
+            },
+            (FailureClass::NotStarted, _) => ApiError::UpstreamTimeout,
+            (FailureClass::Final, FailureKind::Status { status, .. }) => {
+                ApiError::UpstreamRejected(status)
+            }
+            (_, FailureKind::InvalidOutput(why)) => ApiError::InvalidOutput(why),
+            (_, kind) => {
+                ApiError::UpstreamFailed(format!("{} after {attempts} attempt(s)", kind.summary()))
+            }
+        }
+    }
+}
+
+impl FailureKind {
+    /// A short description for logs and error messages; never an upstream body.
+    pub fn summary(&self) -> String {
+        match self {
+            FailureKind::Connect(_) => "could not connect to the upstream".into(),
+            FailureKind::IdleTimeout => "the upstream went silent".into(),
+            FailureKind::Io(_) => "the upstream connection broke".into(),
+            FailureKind::EndedEarly => "the upstream stream ended early".into(),
+            FailureKind::Status { status, .. } => format!("the upstream answered HTTP {status}"),
+            FailureKind::ErrorChunk(_) => "the upstream stream carried an error".into(),
+            FailureKind::Protocol(_) => "the upstream broke the protocol".into(),
+            FailureKind::InvalidOutput(_) => "the model's output was unusable".into(),
+            FailureKind::Deadline => "the deadline passed".into(),
+        }
+    }
+
+    /// The upstream's own words, for the log line (already free of the key).
+    pub fn detail(&self) -> &str {
+        match self {
+            FailureKind::Connect(text)
+            | FailureKind::Io(text)
+            | FailureKind::ErrorChunk(text)
+            | FailureKind::Protocol(text)
+            | FailureKind::InvalidOutput(text)
+            | FailureKind::Status { message: text, .. } => text,
+            FailureKind::IdleTimeout | FailureKind::EndedEarly | FailureKind::Deadline => "",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DEFAULT_BUSY_KEYWORDS;
+    use FailureClass::{Busy, Final, NotStarted, Other};
+
+    fn class(kind: FailureKind, output_began: bool) -> FailureClass {
+        AttemptFailure::new(kind).class(output_began, &BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS))
+    }
+
+    fn status(status: u16, message: &str) -> FailureKind {
+        FailureKind::Status {
+            status,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn every_row_of_the_contract_failure_table() {
+        let table = [
+            (status(503, ""), false, Busy),
+            (status(429, ""), false, Busy),
+            (status(500, "当前模型访问量较大，请稍后重试"), false, Busy),
+            (
+                FailureKind::ErrorChunk("Model overloaded".into()),
+                true,
+                Busy,
+            ),
+            (FailureKind::Connect("refused".into()), false, NotStarted),
+            (FailureKind::IdleTimeout, false, NotStarted),
+            (FailureKind::Io("reset".into()), false, NotStarted),
+            (FailureKind::EndedEarly, false, NotStarted),
+            (FailureKind::IdleTimeout, true, Other),
+            (FailureKind::Io("reset".into()), true, Other),
+            (FailureKind::EndedEarly, true, Other),
+            (status(500, "boom"), false, Other),
+            (status(502, ""), false, Other),
+            (status(504, ""), false, Other),
+            (status(408, ""), false, Other),
+            (
+                FailureKind::ErrorChunk("content filter".into()),
+                false,
+                Other,
+            ),
+            (FailureKind::InvalidOutput("no json".into()), true, Other),
+            (status(400, ""), false, Final),
+            (status(401, ""), false, Final),
+            (status(403, ""), false, Final),
+            (status(404, ""), false, Final),
+            (status(413, ""), false, Final),
+            (status(422, ""), false, Final),
+            (FailureKind::Deadline, false, Final),
+        ];
+        for (kind, output_began, expected) in table {
+            assert_eq!(
+                class(kind.clone(), output_began),
+                expected,
+                "{kind:?} output_began={output_began}"
+            );
+        }
+    }
+
+    #[test]
+    fn giving_up_maps_each_class_to_its_contract_code() {
+        let give_up = |kind: FailureKind, output_began| {
+            let failure = AttemptFailure::new(kind);
+            let class = failure.class(output_began, &BusyKeywords::parse("busy"));
+            failure
+                .into_api_error(class, 2, Duration::from_secs(4))
+                .code()
+        };
+        assert_eq!(give_up(status(503, ""), false), "upstream_busy");
+        assert_eq!(give_up(FailureKind::IdleTimeout, false), "upstream_timeout");
+        assert_eq!(give_up(FailureKind::IdleTimeout, true), "upstream_failed");
+        assert_eq!(give_up(status(401, ""), false), "upstream_rejected");
+        assert_eq!(
+            give_up(FailureKind::InvalidOutput("x".into()), true),
+            "invalid_output"
+        );
+        assert_eq!(give_up(FailureKind::Deadline, true), "deadline_exceeded");
+    }
+}

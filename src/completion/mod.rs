@@ -1,0 +1,359 @@
+//! The attempt loop: one request's attempts, waits and reads under one deadline.
+//!
+//! A [`Completion`] is a stream of [`Progress`] that the relays turn into the
+//! client's format. It is driven by the response body itself: nothing is spawned, so
+//! when the client goes away the body is dropped, the completion with it, and the
+//! upstream request with that. This is the only module that sleeps; the retry
+//! decision itself is the pure `retry::RetryPolicy::decide`.
+
+pub mod attempt;
+pub mod failure;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+use self::attempt::{Attempt, Received};
+use self::failure::{AttemptFailure, FailureKind};
+use crate::error::ApiError;
+use crate::normalize::{self, OutputKind};
+use crate::ops::metrics::Metrics;
+use crate::retry::{BusyKeywords, Deadline, Decision, Failed, FailureClass, RetryPolicy};
+use crate::upstream::Upstream;
+use crate::upstream::chunk::{Chunk, Meta};
+
+/// What every completion shares: upstreams, the in-flight limit, metrics.
+pub struct Engine {
+    /// Upstreams in order of preference.
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// Longest wait for the upstream's next event.
+    pub idle_timeout: Duration,
+    /// Substrings that mark an upstream error as busy.
+    pub busy_keywords: BusyKeywords,
+    /// Bounds concurrent upstream calls.
+    pub inflight: Arc<Semaphore>,
+    /// Longest wait for an in-flight slot.
+    pub queue_timeout: Duration,
+    /// Where counters go.
+    pub metrics: Metrics,
+}
+
+impl Engine {
+    /// Which upstream the given attempt goes to. One upstream today; fallback
+    /// between several only changes this answer.
+    fn upstream_for(&self, _attempt: u32) -> Option<&Arc<Upstream>> {
+        self.upstreams.first()
+    }
+}
+
+/// One request to complete.
+pub struct Job {
+    /// The upstream request body, with `stream: true`.
+    pub body: Bytes,
+    /// The retry policy for this request.
+    pub policy: RetryPolicy,
+    /// The request's one deadline.
+    pub deadline: Deadline,
+    /// The task's output kind; `None` returns the text as it is.
+    pub output: Option<OutputKind>,
+    /// For logs: the request id.
+    pub request_id: String,
+    /// For logs and metrics: the route or task.
+    pub label: String,
+}
+
+/// What happens, in order, as a request is completed.
+#[derive(Debug)]
+pub enum Progress {
+    /// Attempt `n` (1-based) starts.
+    Attempt(u32),
+    /// A data chunk of the current attempt (output or not).
+    Chunk(Received),
+    /// The attempt failed and another follows after `wait`.
+    Retry {
+        /// The attempt that failed.
+        attempt: u32,
+        /// `busy`, `not_started` or `failed`.
+        reason: &'static str,
+        /// How long until the next attempt.
+        wait: Duration,
+        /// Whether the failed attempt had produced output, which is now void.
+        output_began: bool,
+    },
+    /// The request succeeded.
+    Finished(Finished),
+    /// The request failed for good.
+    Failed(ApiError),
+}
+
+/// A whole answer.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// All content of the successful attempt.
+    pub content: String,
+    /// All reasoning of the successful attempt.
+    pub reasoning: String,
+    /// The upstream's finish reason.
+    pub finish_reason: Option<String>,
+    /// The upstream's usage report.
+    pub usage: Option<Value>,
+    /// The upstream completion's id and model.
+    pub meta: Meta,
+    /// The normalized output, when the job asked for an output kind.
+    pub output: Option<Value>,
+    /// Attempts made, the successful one included.
+    pub attempts: u32,
+    /// Time since the request arrived.
+    pub elapsed: Duration,
+}
+
+enum Phase {
+    Queued,
+    Starting,
+    Connecting,
+    Refused(AttemptFailure),
+    Streaming(Box<Attempt>),
+    Waiting(Instant),
+    Over,
+}
+
+/// The state of one request's attempt loop.
+pub struct Completion {
+    engine: Arc<Engine>,
+    job: Job,
+    phase: Phase,
+    attempt: u32,
+    permit: Option<OwnedSemaphorePermit>,
+    answer: Answer,
+    first_output_seen: bool,
+}
+
+/// What the current attempt has written; reset with each attempt.
+#[derive(Default)]
+struct Answer {
+    content: String,
+    reasoning: String,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    meta: Meta,
+}
+
+impl Completion {
+    /// Prepares a completion; nothing happens until it is polled.
+    pub fn new(engine: Arc<Engine>, job: Job) -> Self {
+        Completion {
+            engine,
+            job,
+            phase: Phase::Queued,
+            attempt: 0,
+            permit: None,
+            answer: Answer::default(),
+            first_output_seen: false,
+        }
+    }
+
+    /// The completion as a stream of progress, ending after `Finished` or `Failed`.
+    pub fn into_stream(self) -> impl Stream<Item = Progress> + Send {
+        futures_util::stream::unfold(self, |mut completion| async move {
+            let progress = completion.next().await?;
+            Some((progress, completion))
+        })
+    }
+
+    /// Drives the loop to the next piece of progress.
+    pub async fn next(&mut self) -> Option<Progress> {
+        loop {
+            match &mut self.phase {
+                Phase::Over => return None,
+                Phase::Queued => {
+                    if let Err(error) = self.enter_queue().await {
+                        self.phase = Phase::Over;
+                        return Some(Progress::Failed(error));
+                    }
+                    self.phase = Phase::Starting;
+                }
+                Phase::Waiting(until) => {
+                    sleep_until(*until).await;
+                    self.phase = Phase::Starting;
+                }
+                Phase::Starting => return Some(self.start_attempt()),
+                Phase::Connecting => self.connect().await,
+                Phase::Refused(failure) => {
+                    let failure = failure.clone();
+                    return Some(self.on_failure(failure));
+                }
+                Phase::Streaming(attempt) => match attempt.next().await {
+                    Ok(Some(received)) => return Some(self.on_chunk(received)),
+                    Ok(None) => return Some(self.on_end()),
+                    Err(failure) => return Some(self.on_failure(failure)),
+                },
+            }
+        }
+    }
+
+    async fn enter_queue(&mut self) -> Result<(), ApiError> {
+        let limit = (Instant::now() + self.engine.queue_timeout).min(self.job.deadline.at);
+        let acquire = self.engine.inflight.clone().acquire_owned();
+        match timeout_at(limit, acquire).await {
+            Ok(Ok(permit)) => {
+                self.permit = Some(permit);
+                Ok(())
+            }
+            _ if limit == self.job.deadline.at => Err(ApiError::DeadlineExceeded),
+            _ => Err(ApiError::Overloaded {
+                retry_after: self.engine.queue_timeout,
+            }),
+        }
+    }
+
+    fn start_attempt(&mut self) -> Progress {
+        self.attempt += 1;
+        self.answer = Answer::default();
+        self.phase = Phase::Connecting;
+        Progress::Attempt(self.attempt)
+    }
+
+    async fn connect(&mut self) {
+        let Some(upstream) = self.engine.upstream_for(self.attempt).cloned() else {
+            let failure = FailureKind::Protocol("no upstream is configured".into());
+            self.phase = Phase::Refused(AttemptFailure::new(failure));
+            return;
+        };
+        let opened = Attempt::open(
+            &upstream,
+            self.job.body.clone(),
+            self.engine.idle_timeout,
+            self.job.deadline,
+        )
+        .await;
+        self.phase = match opened {
+            Ok(attempt) => Phase::Streaming(Box::new(attempt)),
+            Err(failure) => Phase::Refused(failure),
+        };
+    }
+
+    fn on_chunk(&mut self, received: Received) -> Progress {
+        let chunk: &Chunk = &received.chunk;
+        if let Some(content) = &chunk.content {
+            self.answer.content.push_str(content);
+        }
+        if let Some(reasoning) = &chunk.reasoning {
+            self.answer.reasoning.push_str(reasoning);
+        }
+        if let Some(reason) = &chunk.finish_reason {
+            self.answer.finish_reason = Some(reason.clone());
+        }
+        if let Some(usage) = &chunk.usage {
+            self.answer.usage = Some(usage.clone());
+        }
+        if let Some(meta) = &chunk.meta
+            && self.answer.meta.id.is_none()
+        {
+            self.answer.meta = meta.clone();
+        }
+        if chunk.is_output() && !self.first_output_seen {
+            self.first_output_seen = true;
+            let elapsed = Instant::now() - self.job.deadline.started;
+            self.engine.metrics.first_output(elapsed);
+        }
+        Progress::Chunk(received)
+    }
+
+    fn on_end(&mut self) -> Progress {
+        let output = match self.job.output {
+            None => None,
+            Some(kind) => match normalize::normalize(kind, &self.answer.content) {
+                Ok(value) => Some(value),
+                Err(invalid) => {
+                    return self.on_failure(AttemptFailure::new(FailureKind::InvalidOutput(
+                        invalid.to_string(),
+                    )));
+                }
+            },
+        };
+        let elapsed = Instant::now() - self.job.deadline.started;
+        self.log_attempt("ok", "", None);
+        self.engine.metrics.attempt("ok");
+        self.phase = Phase::Over;
+        let answer = std::mem::take(&mut self.answer);
+        Progress::Finished(Finished {
+            content: answer.content,
+            reasoning: answer.reasoning,
+            finish_reason: answer.finish_reason,
+            usage: answer.usage,
+            meta: answer.meta,
+            output,
+            attempts: self.attempt,
+            elapsed,
+        })
+    }
+
+    fn on_failure(&mut self, failure: AttemptFailure) -> Progress {
+        let output_began = matches!(&self.phase, Phase::Streaming(a) if a.output_began());
+        let class = failure.class(output_began, &self.engine.busy_keywords);
+        let failed = Failed {
+            attempt: self.attempt,
+            class,
+            output_began,
+            retry_after: failure.retry_after,
+        };
+        let now = Instant::now();
+        let decision = self.job.policy.decide(failed, now, self.job.deadline);
+        let outcome = failure.outcome(class);
+        self.engine.metrics.attempt(outcome);
+        let reason = match class {
+            FailureClass::Busy => "busy",
+            FailureClass::NotStarted => "not_started",
+            FailureClass::Other | FailureClass::Final => "failed",
+        };
+        let wait = match decision {
+            Decision::Wait(wait) => wait,
+            Decision::RetryNow => Duration::ZERO,
+            Decision::GiveUp => {
+                self.log_attempt(outcome, failure.kind.detail(), None);
+                self.phase = Phase::Over;
+                let hint = self.job.policy.backoff(self.attempt);
+                return Progress::Failed(failure.into_api_error(class, self.attempt, hint));
+            }
+        };
+        self.log_attempt(outcome, failure.kind.detail(), Some(wait));
+        self.engine.metrics.retry(reason);
+        self.phase = Phase::Waiting(now + wait);
+        Progress::Retry {
+            attempt: self.attempt,
+            reason,
+            wait,
+            output_began,
+        }
+    }
+
+    fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
+        let elapsed_ms = (Instant::now() - self.job.deadline.started).as_millis() as u64;
+        let decision = if retry_in.is_some() { "retry" } else { "stop" };
+        tracing::info!(
+            request_id = %self.job.request_id,
+            route = %self.job.label,
+            attempt = self.attempt,
+            elapsed_ms,
+            outcome,
+            decision,
+            wait_ms = retry_in.map(|w| w.as_millis() as u64),
+            detail,
+            "attempt ended"
+        );
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if matches!(self.phase, Phase::Connecting | Phase::Streaming(_)) {
+            self.engine.metrics.attempt("cancelled");
+            self.log_attempt("cancelled", "the client went away", None);
+        }
+    }
+}

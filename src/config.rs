@@ -1,0 +1,360 @@
+//! Configuration: one validated `Config`, loaded by one pure function.
+//!
+//! Values come from an optional TOML file and from `LADLE_*` variables; the
+//! environment wins. The TOML key of a setting is its variable's name without the
+//! `LADLE_` prefix, in lower case (`LADLE_IDLE_TIMEOUT_MS` ↔ `idle_timeout_ms`).
+//! `load` takes the environment as a function, so tests never touch the process's
+//! environment, and nothing else in the crate reads a variable.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::retry::BusyKeywords;
+
+/// The default busy keywords of the contract.
+pub const DEFAULT_BUSY_KEYWORDS: &str = "访问量较大,访问量过大,请求过多,稍后重试,稍后再试,暂时不可用,繁忙,overloaded,unavailable,busy,rate limit,too many requests";
+
+/// A value that must never be printed: its `Debug` shows a placeholder.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The value itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether no secret was given.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// For people at a terminal.
+    Pretty,
+    /// One JSON object per line, for machines.
+    Json,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to serve on.
+    pub listen: SocketAddr,
+    /// Upstream base URL; required by `serve`, not by `demo`.
+    pub upstream_url: Option<String>,
+    /// Sent as a bearer token to the upstream.
+    pub upstream_api_key: Secret,
+    /// Model used when a request names none.
+    pub model: Option<String>,
+    /// Folder of prompt templates.
+    pub prompts_dir: PathBuf,
+    /// Bearer token for `/admin/*`; `None` turns the admin API off.
+    pub admin_token: Option<Secret>,
+    /// TCP + TLS connect timeout.
+    pub connect_timeout: Duration,
+    /// Longest wait for the upstream's next SSE event.
+    pub idle_timeout: Duration,
+    /// Whole-request budget for `/v1/chat/completions`.
+    pub deadline: Duration,
+    /// Budget a busy/not-started retry must leave after its wait.
+    pub min_remaining: Duration,
+    /// Upstream attempts per request, first included.
+    pub max_attempts: u32,
+    /// First back-off.
+    pub backoff_base: Duration,
+    /// Back-off cap.
+    pub backoff_max: Duration,
+    /// Window in which an `Other` failure of attempt 1 is retried once.
+    pub early_retry_window: Duration,
+    /// Substrings that mark an upstream error as busy.
+    pub busy_keywords: BusyKeywords,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Concurrent upstream calls.
+    pub max_inflight: usize,
+    /// Longest wait for an upstream slot.
+    pub queue_timeout: Duration,
+    /// Log line format.
+    pub log_format: LogFormat,
+}
+
+/// Why the configuration cannot be used; always names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A value that does not parse or is out of range.
+    #[error("{key}: {problem}")]
+    Invalid {
+        /// The environment name of the setting.
+        key: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The configuration file is not valid TOML.
+    #[error("config file: {0}")]
+    File(String),
+}
+
+/// Where raw setting values come from: the environment first, then the file.
+struct Sources<'a> {
+    file: toml::Table,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Sources<'_> {
+    fn raw(&self, key: &'static str) -> Result<Option<String>, ConfigError> {
+        if let Some(value) = (self.env)(key) {
+            return Ok(Some(value));
+        }
+        let file_key = key.trim_start_matches("LADLE_").to_ascii_lowercase();
+        match self.file.get(&file_key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(toml::Value::Integer(i)) => Ok(Some(i.to_string())),
+            Some(toml::Value::Boolean(b)) => Ok(Some(b.to_string())),
+            Some(other) => Err(invalid(key, format!("unsupported value {other}"))),
+        }
+    }
+
+    fn string(&self, key: &'static str, default: &str) -> Result<String, ConfigError> {
+        Ok(self.raw(key)?.unwrap_or_else(|| default.to_owned()))
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, key: &'static str, default: T) -> Result<T, ConfigError>
+    where
+        T::Err: fmt::Display,
+    {
+        match self.raw(key)? {
+            None => Ok(default),
+            Some(text) => text
+                .trim()
+                .parse()
+                .map_err(|e| invalid(key, format!("`{text}`: {e}"))),
+        }
+    }
+
+    fn millis(&self, key: &'static str, default_ms: u64) -> Result<Duration, ConfigError> {
+        self.parsed::<u64>(key, default_ms)
+            .map(Duration::from_millis)
+    }
+
+    fn optional(&self, key: &'static str) -> Result<Option<String>, ConfigError> {
+        Ok(self.raw(key)?.filter(|v| !v.trim().is_empty()))
+    }
+}
+
+fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        problem: problem.into(),
+    }
+}
+
+impl Config {
+    /// Loads and validates the configuration from an optional TOML text and an
+    /// environment lookup. Pure: the caller reads the file and the process environment.
+    pub fn load(
+        toml_text: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let file = match toml_text {
+            Some(text) => text
+                .parse::<toml::Table>()
+                .map_err(|e| ConfigError::File(e.to_string()))?,
+            None => toml::Table::new(),
+        };
+        let src = Sources { file, env };
+        let log_format = match src.string("LADLE_LOG_FORMAT", "pretty")?.as_str() {
+            "pretty" => LogFormat::Pretty,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(invalid(
+                    "LADLE_LOG_FORMAT",
+                    format!("`{other}` is not pretty or json"),
+                ));
+            }
+        };
+        let config = Config {
+            listen: src.parsed("LADLE_LISTEN", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
+            upstream_url: src.optional("LADLE_UPSTREAM_URL")?,
+            upstream_api_key: Secret::new(src.string("LADLE_UPSTREAM_API_KEY", "")?),
+            model: src.optional("LADLE_MODEL")?,
+            prompts_dir: PathBuf::from(src.string("LADLE_PROMPTS_DIR", "./prompts")?),
+            admin_token: src.optional("LADLE_ADMIN_TOKEN")?.map(Secret::new),
+            connect_timeout: src.millis("LADLE_CONNECT_TIMEOUT_MS", 5_000)?,
+            idle_timeout: src.millis("LADLE_IDLE_TIMEOUT_MS", 30_000)?,
+            deadline: src.millis("LADLE_DEADLINE_MS", 120_000)?,
+            min_remaining: src.millis("LADLE_MIN_REMAINING_MS", 30_000)?,
+            max_attempts: src.parsed("LADLE_MAX_ATTEMPTS", 5)?,
+            backoff_base: src.millis("LADLE_BACKOFF_BASE_MS", 2_000)?,
+            backoff_max: src.millis("LADLE_BACKOFF_MAX_MS", 10_000)?,
+            early_retry_window: src.millis("LADLE_EARLY_RETRY_WINDOW_MS", 20_000)?,
+            busy_keywords: BusyKeywords::parse(
+                &src.string("LADLE_BUSY_KEYWORDS", DEFAULT_BUSY_KEYWORDS)?,
+            ),
+            max_body_bytes: src.parsed("LADLE_MAX_BODY_BYTES", 262_144)?,
+            max_inflight: src.parsed("LADLE_MAX_INFLIGHT", 512)?,
+            queue_timeout: src.millis("LADLE_QUEUE_TIMEOUT_MS", 2_000)?,
+            log_format,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks fields against each other and against sane ranges.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("LADLE_CONNECT_TIMEOUT_MS", self.connect_timeout),
+            ("LADLE_IDLE_TIMEOUT_MS", self.idle_timeout),
+            ("LADLE_DEADLINE_MS", self.deadline),
+            ("LADLE_BACKOFF_BASE_MS", self.backoff_base),
+        ];
+        for (key, value) in positive {
+            if value.is_zero() {
+                return Err(invalid(key, "must be greater than 0"));
+            }
+        }
+        if self.max_attempts == 0 {
+            return Err(invalid("LADLE_MAX_ATTEMPTS", "must be at least 1"));
+        }
+        if self.max_inflight == 0 {
+            return Err(invalid("LADLE_MAX_INFLIGHT", "must be at least 1"));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(invalid("LADLE_MAX_BODY_BYTES", "must be at least 1"));
+        }
+        if self.backoff_base > self.backoff_max {
+            return Err(invalid(
+                "LADLE_BACKOFF_MAX_MS",
+                "must not be less than LADLE_BACKOFF_BASE_MS",
+            ));
+        }
+        if self.min_remaining >= self.deadline {
+            return Err(invalid(
+                "LADLE_MIN_REMAINING_MS",
+                "must be less than LADLE_DEADLINE_MS",
+            ));
+        }
+        if let Some(url) = &self.upstream_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(
+                "LADLE_UPSTREAM_URL",
+                "must start with http:// or https://",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |key| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn error_key(result: Result<Config, ConfigError>) -> &'static str {
+        match result {
+            Err(ConfigError::Invalid { key, .. }) => key,
+            other => panic!("expected an invalid key, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.idle_timeout, Duration::from_secs(30));
+        assert_eq!(config.deadline, Duration::from_secs(120));
+        assert_eq!(config.max_attempts, 5);
+        assert_eq!(config.max_body_bytes, 262_144);
+        assert!(config.busy_keywords.matches("当前模型访问量较大"));
+        assert!(config.admin_token.is_none());
+    }
+
+    #[test]
+    fn environment_wins_over_the_file() {
+        let file = "idle_timeout_ms = 1000\nmax_attempts = 3\nmodel = \"from-file\"";
+        let config =
+            Config::load(Some(file), &env_of(&[("LADLE_IDLE_TIMEOUT_MS", "250")])).expect("valid");
+        assert_eq!(config.idle_timeout, Duration::from_millis(250));
+        assert_eq!(config.max_attempts, 3);
+        assert_eq!(config.model.as_deref(), Some("from-file"));
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        assert_eq!(
+            error_key(Config::load(
+                None,
+                &env_of(&[("LADLE_IDLE_TIMEOUT_MS", "soon")])
+            )),
+            "LADLE_IDLE_TIMEOUT_MS"
+        );
+        assert_eq!(
+            error_key(Config::load(None, &env_of(&[("LADLE_LISTEN", "nowhere")]))),
+            "LADLE_LISTEN"
+        );
+        assert_eq!(
+            error_key(Config::load(None, &env_of(&[("LADLE_LOG_FORMAT", "xml")]))),
+            "LADLE_LOG_FORMAT"
+        );
+        assert_eq!(
+            error_key(Config::load(Some("max_attempts = 0"), &env_of(&[]))),
+            "LADLE_MAX_ATTEMPTS"
+        );
+    }
+
+    #[test]
+    fn fields_are_checked_against_each_other() {
+        let backoff = env_of(&[
+            ("LADLE_BACKOFF_BASE_MS", "5000"),
+            ("LADLE_BACKOFF_MAX_MS", "1000"),
+        ]);
+        assert_eq!(
+            error_key(Config::load(None, &backoff)),
+            "LADLE_BACKOFF_MAX_MS"
+        );
+        let remaining = env_of(&[
+            ("LADLE_DEADLINE_MS", "1000"),
+            ("LADLE_MIN_REMAINING_MS", "1000"),
+        ]);
+        assert_eq!(
+            error_key(Config::load(None, &remaining)),
+            "LADLE_MIN_REMAINING_MS"
+        );
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let env = env_of(&[
+            ("LADLE_UPSTREAM_API_KEY", "sk-very-secret"),
+            ("LADLE_ADMIN_TOKEN", "tok-secret"),
+        ]);
+        let printed = format!("{:?}", Config::load(None, &env).expect("valid"));
+        assert!(!printed.contains("sk-very-secret") && !printed.contains("tok-secret"));
+    }
+}

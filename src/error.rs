@@ -1,0 +1,274 @@
+//! The one error type that leaves a handler, and the one place it becomes JSON.
+//!
+//! Every variant maps to exactly one contract error code, status and `retryable`
+//! flag, by exhaustive matches, so a new variant cannot forget one. `IntoResponse`
+//! only stores the error in the response's extensions; the `render_errors`
+//! middleware, which knows the request id, writes the body and logs it. Messages
+//! never carry upstream bodies or secrets.
+
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::ops::request_id::RequestId;
+
+/// Everything a client can be told went wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not valid JSON, or not the right shape.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// Unknown route or unknown task.
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is larger than `LADLE_MAX_BODY_BYTES`.
+    #[error("request body exceeds {0} bytes")]
+    BodyTooLarge(usize),
+    /// Task variables missing, of the wrong type, or too long.
+    #[error("variable `{name}`: {problem}")]
+    InvalidVariables {
+        /// The variable at fault.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The upstream answered with a final 4xx.
+    #[error("upstream rejected the request with HTTP {0}")]
+    UpstreamRejected(u16),
+    /// Retryable upstream failures, out of retries.
+    #[error("upstream failed: {0}")]
+    UpstreamFailed(String),
+    /// The model's text could not be turned into the task's output.
+    #[error("the model's output is unusable: {0}")]
+    InvalidOutput(String),
+    /// The upstream stayed busy until retries or time ran out.
+    #[error("upstream is busy; try again later")]
+    UpstreamBusy {
+        /// What the caller should wait before asking again.
+        retry_after: Duration,
+    },
+    /// The gateway's own queue is full.
+    #[error("the gateway is at capacity; try again later")]
+    Overloaded {
+        /// What the caller should wait before asking again.
+        retry_after: Duration,
+    },
+    /// The upstream never started writing, out of retries or time.
+    #[error("upstream did not start answering in time")]
+    UpstreamTimeout,
+    /// The request's deadline passed.
+    #[error("the request's deadline passed")]
+    DeadlineExceeded,
+    /// Missing or wrong admin token.
+    #[error("missing or wrong admin token")]
+    Unauthorized,
+    /// `If-Match` names a version that is no longer current.
+    #[error("the prompt changed since it was read (ETag mismatch)")]
+    EtagMismatch,
+    /// A prompt file that cannot be used.
+    #[error("invalid prompt: {message}")]
+    InvalidPrompt {
+        /// What is wrong.
+        message: String,
+        /// 1-based line, where known.
+        line: Option<usize>,
+        /// 1-based column, where known.
+        column: Option<usize>,
+    },
+    /// The prompt store could not read or write a file.
+    #[error("prompt storage failed: {0}")]
+    Storage(String),
+}
+
+impl ApiError {
+    /// The contract's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::BodyTooLarge(_) => "body_too_large",
+            ApiError::InvalidVariables { .. } => "invalid_variables",
+            ApiError::UpstreamRejected(_) => "upstream_rejected",
+            ApiError::UpstreamFailed(_) => "upstream_failed",
+            ApiError::InvalidOutput(_) => "invalid_output",
+            ApiError::UpstreamBusy { .. } => "upstream_busy",
+            ApiError::Overloaded { .. } => "overloaded",
+            ApiError::UpstreamTimeout => "upstream_timeout",
+            ApiError::DeadlineExceeded => "deadline_exceeded",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::EtagMismatch => "etag_mismatch",
+            ApiError::InvalidPrompt { .. } => "invalid_prompt",
+            ApiError::Storage(_) => "storage_failed",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::InvalidVariables { .. } | ApiError::InvalidPrompt { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            ApiError::UpstreamRejected(_)
+            | ApiError::UpstreamFailed(_)
+            | ApiError::InvalidOutput(_) => StatusCode::BAD_GATEWAY,
+            ApiError::UpstreamBusy { .. } | ApiError::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::EtagMismatch => StatusCode::PRECONDITION_FAILED,
+            ApiError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Whether asking again later can help.
+    pub fn retryable(&self) -> bool {
+        match self {
+            ApiError::UpstreamFailed(_)
+            | ApiError::InvalidOutput(_)
+            | ApiError::UpstreamBusy { .. }
+            | ApiError::Overloaded { .. }
+            | ApiError::UpstreamTimeout
+            | ApiError::DeadlineExceeded
+            | ApiError::Storage(_) => true,
+            ApiError::InvalidRequest(_)
+            | ApiError::NotFound(_)
+            | ApiError::BodyTooLarge(_)
+            | ApiError::InvalidVariables { .. }
+            | ApiError::UpstreamRejected(_)
+            | ApiError::Unauthorized
+            | ApiError::EtagMismatch
+            | ApiError::InvalidPrompt { .. } => false,
+        }
+    }
+
+    /// The `Retry-After` the caller is given, for the 503 codes.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::UpstreamBusy { retry_after } | ApiError::Overloaded { retry_after } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+
+    /// The contract's error body, also sent as the `error` event of a stream.
+    pub fn body(&self, request_id: &str) -> Value {
+        let mut error = json!({
+            "code": self.code(),
+            "message": self.to_string(),
+            "retryable": self.retryable(),
+            "request_id": request_id,
+        });
+        if let ApiError::InvalidPrompt { line, column, .. } = self {
+            error["line"] = json!(line);
+            error["column"] = json!(column);
+        }
+        if let ApiError::InvalidVariables { name, .. } = self {
+            error["variable"] = json!(name);
+        }
+        json!({ "error": error })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.status().into_response();
+        if let Some(wait) = self.retry_after() {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+/// Writes the JSON body of every error response, with the request id, in one place.
+pub async fn render_errors(request: Request, next: Next) -> Response {
+    let request_id = RequestId::of(&request);
+    let mut response = next.run(request).await;
+    let Some(error) = response.extensions_mut().remove::<ApiError>() else {
+        return response;
+    };
+    tracing::debug!(request_id = %request_id, code = error.code(), message = %error, "request failed");
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = error.body(request_id.as_str()).to_string();
+    Response::from_parts(parts, body.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_503_and_504_is_retryable_and_carries_the_contract_code() {
+        let cases = [
+            (
+                ApiError::UpstreamBusy {
+                    retry_after: Duration::from_millis(1500),
+                },
+                503,
+                "upstream_busy",
+                true,
+            ),
+            (
+                ApiError::Overloaded {
+                    retry_after: Duration::from_secs(1),
+                },
+                503,
+                "overloaded",
+                true,
+            ),
+            (ApiError::UpstreamTimeout, 504, "upstream_timeout", true),
+            (ApiError::DeadlineExceeded, 504, "deadline_exceeded", true),
+            (
+                ApiError::UpstreamRejected(401),
+                502,
+                "upstream_rejected",
+                false,
+            ),
+            (
+                ApiError::UpstreamFailed("reset".into()),
+                502,
+                "upstream_failed",
+                true,
+            ),
+            (
+                ApiError::InvalidOutput("no json".into()),
+                502,
+                "invalid_output",
+                true,
+            ),
+            (ApiError::BodyTooLarge(10), 413, "body_too_large", false),
+        ];
+        for (error, status, code, retryable) in cases {
+            assert_eq!(
+                (error.status().as_u16(), error.code(), error.retryable()),
+                (status, code, retryable)
+            );
+        }
+    }
+
+    #[test]
+    fn busy_responses_round_retry_after_up_to_whole_seconds() {
+        let response = ApiError::UpstreamBusy {
+            retry_after: Duration::from_millis(1500),
+        }
+        .into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+}

@@ -1,0 +1,30 @@
+//! ladle: a streaming LLM completion gateway.
+//!
+//! Codemap (the README's `## Architecture` has the whole map):
+//! - `config`: one validated `Config` from TOML and `LADLE_*` variables.
+//! - `upstream`: the only reqwest user; `sse` and `chunk` parse without HTTP.
+//! - `retry`: the retry policy as pure functions.
+//! - `completion`: the attempt loop under one deadline; the only code that sleeps.
+//! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.
+//! - `prompts`: TOML prompt files, rendering, and the store behind an interface.
+//! - `normalize`: the model's text → recipe/JSON/text output, pure.
+//! - `routes`, `app`: thin HTTP handlers and wiring.
+//! - `ops`: metrics, logs, request ids. `demo`: a simulated upstream.
+//!
+//! Invariants: output state belongs to one attempt; nothing reaches a streaming
+//! client before the first output; no task outlives its request; every error that
+//! leaves a handler is an `ApiError`.
+
+pub mod app;
+pub mod cli;
+pub mod completion;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod normalize;
+pub mod ops;
+pub mod prompts;
+pub mod relay;
+pub mod retry;
+pub mod routes;
+pub mod upstream;

@@ -1,0 +1,180 @@
+//! Prometheus metrics, as a value owned by the app rather than a global recorder.
+//!
+//! A process-wide recorder would mix the counters of every server a test starts in
+//! one process; a recorder per app keeps each app's `/metrics` its own. Handles for
+//! the fixed label sets are registered once, so counting on the request path is an
+//! atomic add.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+
+/// Attempt outcomes of the contract.
+const OUTCOMES: [&str; 7] = [
+    "ok",
+    "busy",
+    "not_started",
+    "failed",
+    "rejected",
+    "deadline",
+    "cancelled",
+];
+/// Retry reasons of the contract.
+const REASONS: [&str; 3] = ["busy", "not_started", "failed"];
+/// Histogram buckets in seconds: from a fast first token to a whole recipe.
+const BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+static METADATA: Metadata<'static> = Metadata::new("ladle", Level::INFO, None);
+
+/// The app's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    attempts: Vec<(&'static str, Counter)>,
+    retries: Vec<(&'static str, Counter)>,
+    duration: Histogram,
+    first_output: Histogram,
+    inflight: Gauge,
+}
+
+impl Metrics {
+    /// A fresh set of metrics with every series of the contract registered.
+    pub fn new() -> Self {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS)
+            .map(PrometheusBuilder::build_recorder)
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        let labelled = |name: &'static str, label: &'static str, values: &[&'static str]| {
+            values
+                .iter()
+                .map(|v| {
+                    (
+                        *v,
+                        recorder.register_counter(
+                            &Key::from_parts(name, vec![Label::new(label, *v)]),
+                            &METADATA,
+                        ),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let attempts = labelled("ladle_upstream_attempts_total", "outcome", &OUTCOMES);
+        let retries = labelled("ladle_retries_total", "reason", &REASONS);
+        let duration = recorder
+            .register_histogram(&Key::from_name("ladle_request_duration_seconds"), &METADATA);
+        let first_output = recorder.register_histogram(
+            &Key::from_name("ladle_time_to_first_output_seconds"),
+            &METADATA,
+        );
+        let inflight =
+            recorder.register_gauge(&Key::from_name("ladle_inflight_requests"), &METADATA);
+        inflight.set(0.0);
+        let handle = recorder.handle();
+        Metrics {
+            inner: Arc::new(Inner {
+                recorder,
+                handle,
+                attempts,
+                retries,
+                duration,
+                first_output,
+                inflight,
+            }),
+        }
+    }
+
+    /// Counts an ended attempt by outcome.
+    pub fn attempt(&self, outcome: &str) {
+        count(&self.inner.attempts, outcome);
+    }
+
+    /// Counts a retry by reason.
+    pub fn retry(&self, reason: &str) {
+        count(&self.inner.retries, reason);
+    }
+
+    /// Records a request's first output.
+    pub fn first_output(&self, elapsed: Duration) {
+        self.inner.first_output.record(elapsed.as_secs_f64());
+    }
+
+    /// Counts an answered request by route and HTTP status.
+    pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
+        let labels = vec![
+            Label::new("route", route.to_owned()),
+            Label::new("code", status.to_string()),
+        ];
+        let key = Key::from_parts("ladle_requests_total", labels);
+        self.inner
+            .recorder
+            .register_counter(&key, &METADATA)
+            .increment(1);
+        self.inner.duration.record(elapsed.as_secs_f64());
+    }
+
+    /// Marks a request as started; the guard marks it finished when dropped.
+    pub fn inflight(&self) -> InflightGuard {
+        self.inner.inflight.increment(1.0);
+        InflightGuard(self.inner.inflight.clone())
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        self.inner.handle.render()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// Decrements the in-flight gauge when the request is over.
+pub struct InflightGuard(Gauge);
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+fn count(counters: &[(&'static str, Counter)], label: &str) {
+    if let Some((_, counter)) = counters.iter().find(|(name, _)| *name == label) {
+        counter.increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contract_series_is_rendered_from_the_start() {
+        let metrics = Metrics::new();
+        metrics.attempt("busy");
+        metrics.request("/healthz", 200, Duration::from_millis(3));
+        let text = metrics.render();
+        for series in [
+            "ladle_upstream_attempts_total{outcome=\"busy\"} 1",
+            "ladle_upstream_attempts_total{outcome=\"ok\"} 0",
+            "ladle_retries_total{reason=\"not_started\"} 0",
+            "ladle_requests_total{route=\"/healthz\",code=\"200\"} 1",
+            "ladle_request_duration_seconds_bucket",
+            "ladle_inflight_requests 0",
+        ] {
+            assert!(text.contains(series), "missing {series} in\n{text}");
+        }
+    }
+}

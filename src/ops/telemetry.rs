@@ -1,0 +1,23 @@
+//! Log setup: tracing to stderr, pretty for people or one JSON object per line.
+//!
+//! Secrets never reach a log line because they never reach a field: the API key
+//! and admin token are `Secret`s whose `Debug` is a placeholder, request headers
+//! are not logged, and upstream text is scrubbed of the key before it is kept.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::LogFormat;
+
+/// Installs the global subscriber; `RUST_LOG` refines the default `info` level.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Pretty => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    // A subscriber installed earlier (by a test harness, say) keeps its place.
+    drop(result);
+}

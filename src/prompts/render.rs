@@ -1,0 +1,75 @@
+//! Binding a caller's variables to a prompt and building the upstream request.
+//!
+//! Variables are checked before any upstream call, so a bad request costs nothing
+//! upstream: a missing required variable, a value of the wrong JSON type or one over
+//! `max_chars` (counted in characters, not bytes) is a `422` naming the variable.
+//! Variables the prompt does not declare are dropped.
+
+use serde_json::{Map, Value};
+
+use super::spec::Prompt;
+use crate::error::ApiError;
+
+/// The messages and parameters a prompt renders to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// Chat messages, in order.
+    pub messages: Vec<Value>,
+    /// Upstream parameters from the prompt file.
+    pub params: Map<String, Value>,
+}
+
+/// Checks the caller's variables against the declarations and fills in defaults.
+pub fn bind(prompt: &Prompt, given: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    let mut bound = Map::new();
+    for (name, var) in &prompt.variables {
+        let invalid = |problem: String| ApiError::InvalidVariables {
+            name: name.clone(),
+            problem,
+        };
+        let value = match given.get(name).filter(|v| !v.is_null()) {
+            Some(value) => value.clone(),
+            None => match (&var.default, var.required) {
+                (Some(default), _) => default.clone(),
+                (None, true) => return Err(invalid("is required".into())),
+                (None, false) => continue,
+            },
+        };
+        if let Some(kind) = var.kind
+            && !kind.admits(&value)
+        {
+            return Err(invalid(format!(
+                "must be of type {}",
+                format!("{kind:?}").to_lowercase()
+            )));
+        }
+        if let Some(max) = var.max_chars {
+            let chars = match &value {
+                Value::String(text) => text.chars().count(),
+                other => other.to_string().chars().count(),
+            };
+            if chars > max {
+                return Err(invalid(format!(
+                    "is {chars} characters long; at most {max} are allowed"
+                )));
+            }
+        }
+        bound.insert(name.clone(), value);
+    }
+    Ok(bound)
+}
+
+/// Binds and renders: what an upstream call, a preview and `check` all use.
+pub fn render(prompt: &Prompt, given: &Map<String, Value>) -> Result<Rendered, ApiError> {
+    let context = bind(prompt, given)?;
+    let messages = prompt
+        .render(&context)
+        .map_err(|problem| ApiError::InvalidVariables {
+            name: "*".into(),
+            problem: format!("the template failed to render: {problem}"),
+        })?;
+    Ok(Rendered {
+        messages,
+        params: prompt.params.clone(),
+    })
+}

@@ -1,0 +1,358 @@
+//! Where prompts live: a small interface, and its first implementation on files.
+//!
+//! The file store keeps the last good version of every prompt in memory and looks
+//! at the folder again every second, so edits on disk go live without a restart and
+//! a broken file never replaces a working prompt (it is reported instead). Names
+//! are checked with `valid_name` before any path is built, only regular files are
+//! read (a planted symlink is ignored), and writes go to a temporary file in the
+//! same folder, are synced, then renamed over the old one, so a crash never leaves a
+//! half-written prompt. Replaced and deleted versions go to `.history/{name}/`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::spec::{Prompt, PromptError, valid_name};
+
+/// One earlier version of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Version {
+    /// Opaque id, used for rollback.
+    pub version: String,
+    /// The entity tag the version had.
+    pub etag: String,
+    /// When it was replaced, RFC 3339.
+    pub saved_at: String,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such prompt or version.
+    #[error("no prompt or version named `{0}`")]
+    NotFound(String),
+    /// The name does not match the contract's pattern.
+    #[error("`{0}` is not a valid prompt name")]
+    BadName(String),
+    /// `If-Match` named another version.
+    #[error("etag mismatch")]
+    EtagMismatch,
+    /// The text is not a usable prompt.
+    #[error(transparent)]
+    Invalid(#[from] PromptError),
+    /// The file system failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// The outcome of a save.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// Whether the prompt did not exist before.
+    pub created: bool,
+    /// The new entity tag.
+    pub etag: String,
+}
+
+/// Prompts by name, and their history.
+pub trait PromptStore: Send + Sync {
+    /// The live version of a prompt.
+    fn get(&self, name: &str) -> Option<Arc<Prompt>>;
+    /// All live prompts, by name, with when each last changed (RFC 3339).
+    fn list(&self) -> Vec<(Arc<Prompt>, String)>;
+    /// Files that failed to load, with the reason.
+    fn broken(&self) -> Vec<(String, String)>;
+    /// Validates and saves a prompt; `if_match` must name the live version.
+    fn save(&self, name: &str, text: &str, if_match: Option<&str>) -> Result<Saved, StoreError>;
+    /// Deletes a prompt, keeping it in history.
+    fn delete(&self, name: &str, if_match: Option<&str>) -> Result<(), StoreError>;
+    /// Earlier versions, newest first.
+    fn history(&self, name: &str) -> Result<Vec<Version>, StoreError>;
+    /// Makes an earlier version current.
+    fn rollback(&self, name: &str, version: &str) -> Result<Saved, StoreError>;
+    /// Looks at the backing storage again.
+    fn refresh(&self);
+}
+
+#[derive(Default)]
+struct Entry {
+    live: Option<Arc<Prompt>>,
+    error: Option<String>,
+    seen_text: Option<String>,
+    updated_at: String,
+}
+
+/// Prompts in a folder of `{name}.toml` files.
+pub struct FileStore {
+    dir: PathBuf,
+    entries: RwLock<BTreeMap<String, Entry>>,
+    /// Serializes writers, so a save and a rollback cannot interleave.
+    writer: std::sync::Mutex<()>,
+}
+
+impl FileStore {
+    /// Opens a folder and loads every prompt in it.
+    pub fn open(dir: impl Into<PathBuf>) -> Self {
+        let store = FileStore {
+            dir: dir.into(),
+            entries: RwLock::new(BTreeMap::new()),
+            writer: std::sync::Mutex::new(()),
+        };
+        store.refresh();
+        store
+    }
+
+    fn path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        if valid_name(name) {
+            Ok(self.dir.join(format!("{name}.toml")))
+        } else {
+            Err(StoreError::BadName(name.to_owned()))
+        }
+    }
+
+    fn history_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(".history").join(name)
+    }
+
+    fn live_etag(&self, name: &str) -> Option<String> {
+        self.get(name).map(|p| p.etag.clone())
+    }
+
+    fn check_etag(&self, name: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        match if_match {
+            Some(wanted)
+                if wanted.trim() != "*"
+                    && Some(wanted.trim().to_owned()) != self.live_etag(name) =>
+            {
+                Err(StoreError::EtagMismatch)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Copies the current file into history; quietly does nothing without one.
+    fn archive(&self, name: &str) -> Result<(), StoreError> {
+        let Some(current) = read_regular(&self.path(name)?) else {
+            return Ok(());
+        };
+        let dir = self.history_dir(name);
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let millis = now_millis();
+        let tag = super::spec::etag(&current);
+        let version = format!("{millis:013}-{}", tag.trim_matches('"'));
+        write_atomically(&dir.join(format!("{version}.toml")), &current)
+    }
+
+    fn install(&self, name: &str, prompt: Prompt) {
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        let entry = entries.entry(name.to_owned()).or_default();
+        entry.seen_text = Some(prompt.source.clone());
+        entry.error = None;
+        entry.live = Some(Arc::new(prompt));
+        entry.updated_at = now_rfc3339();
+    }
+}
+
+impl PromptStore for FileStore {
+    fn get(&self, name: &str) -> Option<Arc<Prompt>> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries.get(name).and_then(|e| e.live.clone())
+    }
+
+    fn list(&self) -> Vec<(Arc<Prompt>, String)> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries
+            .values()
+            .filter_map(|e| Some((e.live.clone()?, e.updated_at.clone())))
+            .collect()
+    }
+
+    fn broken(&self) -> Vec<(String, String)> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries
+            .iter()
+            .filter_map(|(name, e)| e.error.clone().map(|why| (name.clone(), why)))
+            .collect()
+    }
+
+    fn save(&self, name: &str, text: &str, if_match: Option<&str>) -> Result<Saved, StoreError> {
+        let path = self.path(name)?;
+        let prompt = Prompt::parse(name, text)?;
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_etag(name, if_match)?;
+        let created = read_regular(&path).is_none();
+        self.archive(name)?;
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        write_atomically(&path, text)?;
+        let etag = prompt.etag.clone();
+        self.install(name, prompt);
+        Ok(Saved { created, etag })
+    }
+
+    fn delete(&self, name: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        let path = self.path(name)?;
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if read_regular(&path).is_none() && self.get(name).is_none() {
+            return Err(StoreError::NotFound(name.to_owned()));
+        }
+        self.check_etag(name, if_match)?;
+        self.archive(name)?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        entries.remove(name);
+        Ok(())
+    }
+
+    fn history(&self, name: &str) -> Result<Vec<Version>, StoreError> {
+        self.path(name)?;
+        let Ok(dir) = std::fs::read_dir(self.history_dir(name)) else {
+            return Ok(Vec::new());
+        };
+        let mut versions: Vec<Version> = dir
+            .flatten()
+            .filter_map(|entry| {
+                let file = entry.file_name().into_string().ok()?;
+                let version = file.strip_suffix(".toml")?.to_owned();
+                let (millis, tag) = version.split_once('-')?;
+                Some(Version {
+                    etag: format!("\"{tag}\""),
+                    saved_at: rfc3339(millis.parse().ok()?),
+                    version,
+                })
+            })
+            .collect();
+        versions.sort_by(|a, b| b.version.cmp(&a.version));
+        Ok(versions)
+    }
+
+    fn rollback(&self, name: &str, version: &str) -> Result<Saved, StoreError> {
+        self.path(name)?;
+        let known = self
+            .history(name)?
+            .into_iter()
+            .any(|v| v.version == version);
+        if !known {
+            return Err(StoreError::NotFound(version.to_owned()));
+        }
+        let text = read_regular(&self.history_dir(name).join(format!("{version}.toml")))
+            .ok_or_else(|| StoreError::NotFound(version.to_owned()))?;
+        self.save(name, &text, None)
+    }
+
+    fn refresh(&self) {
+        let found = scan(&self.dir);
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|name, _| found.contains_key(name));
+        for (name, text) in found {
+            let entry = entries.entry(name.clone()).or_default();
+            if entry.seen_text.as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            match Prompt::parse(&name, &text) {
+                Ok(prompt) => {
+                    tracing::info!(prompt = %name, etag = %prompt.etag, "prompt loaded");
+                    entry.live = Some(Arc::new(prompt));
+                    entry.error = None;
+                    entry.updated_at = now_rfc3339();
+                }
+                Err(error) => {
+                    let at = error
+                        .line
+                        .map(|l| format!(" (line {l})"))
+                        .unwrap_or_default();
+                    tracing::warn!(prompt = %name, error = %error, "prompt file is broken{at}; the last good version stays live");
+                    entry.error = Some(format!("{error}{at}"));
+                }
+            }
+            entry.seen_text = Some(text);
+        }
+    }
+}
+
+/// Every `{valid-name}.toml` regular file in the folder, with its text.
+fn scan(dir: &Path) -> BTreeMap<String, String> {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    listing
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name().into_string().ok()?;
+            let name = file.strip_suffix(".toml")?;
+            if !valid_name(name) {
+                return None;
+            }
+            Some((name.to_owned(), read_regular(&entry.path())?))
+        })
+        .collect()
+}
+
+/// The text of a regular file; symlinks and anything else are not followed.
+fn read_regular(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+fn write_atomically(path: &Path, text: &str) -> Result<(), StoreError> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("prompt");
+    let temp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    let mut file = std::fs::File::create(&temp).map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&temp, path).map_err(io)?;
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+fn io(error: std::io::Error) -> StoreError {
+    StoreError::Io(error.to_string())
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+fn now_rfc3339() -> String {
+    rfc3339(now_millis())
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC (civil-from-days, H. Hinnant).
+pub fn rfc3339(millis: u64) -> String {
+    let secs = millis / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        millis % 1000
+    )
+}

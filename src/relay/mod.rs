@@ -1,0 +1,9 @@
+//! Progress of a completion → what the client sees.
+//!
+//! `openai` speaks the OpenAI chat format and owns the commit point: nothing, not
+//! even a status line, reaches a streaming client before the first output chunk.
+//! `task_events` speaks the task route's named SSE events, where a retry after
+//! output is announced with `reset` instead of being hidden.
+
+pub mod openai;
+pub mod task_events;

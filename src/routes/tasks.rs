@@ -1,0 +1,81 @@
+//! `POST /v1/tasks/{name}`: prompt-template tasks.
+
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use super::JsonBody;
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::ops::observe::Arrival;
+use crate::ops::request_id::RequestId;
+use crate::prompts::render;
+use crate::relay::task_events::{self, TaskCall};
+
+/// `?stream=true` asks for SSE, like `Accept: text/event-stream`.
+#[derive(Debug, serde::Deserialize)]
+pub struct StreamQuery {
+    #[serde(default)]
+    stream: Option<String>,
+}
+
+/// Renders the task's prompt with the body's variables and completes it.
+pub async fn run(
+    State(app): State<AppState>,
+    Extension(Arrival(arrived)): Extension<Arrival>,
+    request_id: RequestId,
+    Path(name): Path<String>,
+    Query(query): Query<StreamQuery>,
+    headers: HeaderMap,
+    JsonBody(variables): JsonBody<Map<String, Value>>,
+) -> Result<Response, ApiError> {
+    let prompt = app
+        .prompts
+        .get(&name)
+        .ok_or_else(|| ApiError::NotFound(format!("unknown task `{name}`")))?;
+    let rendered = render::render(&prompt, &variables)?;
+    let model = prompt
+        .model
+        .clone()
+        .or_else(|| app.config.model.clone())
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "task `{name}` names no model and LADLE_MODEL is unset"
+            ))
+        })?;
+    let mut body = rendered.params;
+    body.insert("model".into(), Value::String(model.clone()));
+    body.insert("messages".into(), Value::Array(rendered.messages));
+    body.insert("stream".into(), Value::Bool(true));
+    let policy = app.policy(prompt.min_remaining);
+    let deadline = prompt.deadline.unwrap_or(app.config.deadline);
+    let job = app.job(
+        arrived,
+        &request_id,
+        &name,
+        &body,
+        policy,
+        deadline,
+        Some(prompt.output),
+    );
+    let progress = app.complete(job);
+    let call = TaskCall {
+        task: name,
+        request_id: request_id.to_string(),
+        model,
+    };
+    Ok(if wants_events(&headers, &query) {
+        task_events::streaming(progress, call)
+    } else {
+        task_events::whole(progress, &call).await
+    })
+}
+
+fn wants_events(headers: &HeaderMap, query: &StreamQuery) -> bool {
+    let accepts = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    accepts || matches!(query.stream.as_deref(), Some("true" | "1"))
+}
