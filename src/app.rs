@@ -145,8 +145,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let prompts = state.prompts.clone();
+    let every = state.config.prompt_reload;
     let reload = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
             let prompts = prompts.clone();

@@ -93,6 +93,9 @@ pub struct Config {
     pub queue_timeout: Duration,
     /// Log line format.
     pub log_format: LogFormat,
+    /// How often the prompts folder is looked at again (not in the contract;
+    /// `LADLE_PROMPT_RELOAD_MS`, default 1000).
+    pub prompt_reload: Duration,
 }
 
 /// Why the configuration cannot be used; always names the key.
@@ -212,6 +215,7 @@ impl Config {
             max_inflight: src.parsed("LADLE_MAX_INFLIGHT", 512)?,
             queue_timeout: src.millis("LADLE_QUEUE_TIMEOUT_MS", 2_000)?,
             log_format,
+            prompt_reload: src.millis("LADLE_PROMPT_RELOAD_MS", 1_000)?,
         };
         config.validate()?;
         Ok(config)
@@ -224,6 +228,7 @@ impl Config {
             ("LADLE_IDLE_TIMEOUT_MS", self.idle_timeout),
             ("LADLE_DEADLINE_MS", self.deadline),
             ("LADLE_BACKOFF_BASE_MS", self.backoff_base),
+            ("LADLE_PROMPT_RELOAD_MS", self.prompt_reload),
         ];
         for (key, value) in positive {
             if value.is_zero() {

@@ -1,0 +1,384 @@
+//! `POST /v1/chat/completions` against a misbehaving upstream.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+use crate::mock_upstream::*;
+
+const BUSY_CHUNK: &str = r#"{"error":{"code":"1305","message":"当前模型访问量较大，请稍后重试"}}"#;
+
+#[tokio::test]
+async fn a_non_streaming_request_gets_one_chat_completion_and_the_upstream_always_streams() {
+    // Arrange
+    let app = spawn_app().await;
+    app.upstream.push([sse_answer(&["你", "好"])]);
+    // Act
+    let response = app.chat(false).await;
+    // Assert
+    assert_eq!(response.status(), 200);
+    let body = json_of(response).await;
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["content"], "你好");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    let sent = &app.upstream.requests()[0];
+    assert_eq!(sent.body["stream"], true);
+    assert_eq!(sent.body["model"], "test-model");
+    assert!(
+        sent.head.contains(&format!("Bearer {API_KEY}"))
+            || sent.head.contains(&format!("bearer {API_KEY}"))
+    );
+}
+
+#[tokio::test]
+async fn a_streaming_request_relays_chunks_and_ends_with_done() {
+    let app = spawn_app().await;
+    app.upstream.push([sse_answer(&["香酥", "鸭"])]);
+    let response = app.chat(true).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&response.text().await.expect("body"));
+    let data: Vec<&str> = events.iter().map(|(_, d)| d.as_str()).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    let text: String = data
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(text, "香酥鸭");
+    // The role-only chunk held back before the first output is sent first, in order.
+    assert!(data[0].contains("\"role\""), "first event was {}", data[0]);
+}
+
+#[tokio::test]
+async fn busy_503_twice_then_success_waits_the_backoff_between_attempts() {
+    let app = spawn_app().await;
+    app.upstream
+        .push([status(503, "{}"), status(503, "{}"), sse_answer(&["ok"])]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    let requests = app.upstream.requests();
+    assert_eq!(requests.len(), 3);
+    // Back-off base 20 ms doubles: at least 20 ms, then at least 40 ms.
+    assert!(ms(requests[0].arrived, requests[1].arrived) >= 20);
+    assert!(ms(requests[1].arrived, requests[2].arrived) >= 40);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"busy\"}").await,
+        2.0
+    );
+    assert_eq!(
+        app.metric("ladle_upstream_attempts_total{outcome=\"ok\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_busy_keyword_in_an_error_chunk_is_retried_as_busy() {
+    let app = spawn_app().await;
+    app.upstream.push([
+        sse(vec![data(&role()), data(BUSY_CHUNK)]),
+        sse_answer(&["好"]),
+    ]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"busy\"}").await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_role_only_delta_then_a_stall_past_the_early_window_is_still_retried() {
+    // Early window 100 ms, idle 300 ms: the stall is noticed after the window, but a
+    // role-only delta is not output, so the attempt never started.
+    let app = spawn_app_with(|c| c.early_retry_window = millis(100)).await;
+    app.upstream
+        .push([sse(vec![data(&role()), Step::Stall]), sse_answer(&["好"])]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"not_started\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn reasoning_then_a_stall_past_the_early_window_is_not_retried() {
+    let app = spawn_app_with(|c| c.early_retry_window = millis(100)).await;
+    app.upstream.push([
+        sse(vec![data(&reasoning("想一想")), Step::Stall]),
+        sse_answer(&["好"]),
+    ]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn content_then_a_stall_in_a_committed_stream_ends_with_one_error_event() {
+    let app = spawn_app().await;
+    app.upstream.push([
+        sse(vec![data(&content("半")), Step::Stall]),
+        sse_answer(&["好"]),
+    ]);
+    let response = app.chat(true).await;
+    assert_eq!(response.status(), 200);
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .expect("id")
+        .to_owned();
+    let events = sse_events(&response.text().await.expect("body"));
+    let last: Value = serde_json::from_str(&events.last().expect("events").1).expect("error JSON");
+    assert_eq!(last["error"]["code"], "upstream_failed");
+    assert_eq!(last["error"]["request_id"], request_id.as_str());
+    assert!(events.iter().all(|(_, d)| d != "[DONE]"));
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn slow_503s_give_up_when_the_wait_would_leave_less_than_min_remaining() {
+    // Deadline 1000 ms, keep 600 ms: attempt 1 fails at ~200 ms and may wait 20 ms
+    // (780 ms left); attempt 2 fails at ~420 ms, and after its 40 ms wait only
+    // ~540 ms would be left, so it gives up at once.
+    let app = spawn_app_with(|c| {
+        c.deadline = millis(1000);
+        c.min_remaining = millis(600);
+    })
+    .await;
+    let slow_503 = Script(vec![
+        Step::Pause(millis(200)),
+        head(503, "application/json", ""),
+        Step::Send(b"{}".to_vec()),
+    ]);
+    app.upstream.fallback(slow_503);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
+    assert_eq!(app.upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_429_whose_retry_after_exceeds_the_time_left_fails_at_once() {
+    let app = spawn_app().await;
+    app.upstream.push([Script(vec![
+        head(429, "application/json", "retry-after: 60\r\n"),
+        Step::Send(b"{}".to_vec()),
+    ])]);
+    let started = tokio::time::Instant::now();
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
+    assert_eq!(app.upstream.requests().len(), 1);
+    assert!(
+        started.elapsed() < millis(1000),
+        "it must not wait for the deadline"
+    );
+}
+
+#[tokio::test]
+async fn a_401_is_final_and_never_echoes_the_api_key() {
+    let app = spawn_app().await;
+    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {API_KEY}"}}}}"#);
+    app.upstream.push([status(401, &echo)]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 502);
+    let text = response.text().await.expect("body");
+    assert!(!text.contains(API_KEY));
+    let body: Value = serde_json::from_str(&text).expect("JSON error");
+    assert_eq!(body["error"]["code"], "upstream_rejected");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("401")
+    );
+    assert_eq!(body["error"]["retryable"], false);
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_500_twice_early_makes_exactly_two_attempts() {
+    let app = spawn_app().await;
+    app.upstream
+        .fallback(status(500, r#"{"error":{"message":"internal"}}"#));
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_eq!(app.upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn an_upstream_that_ignores_stream_is_read_as_one_completion_for_both_kinds_of_client() {
+    let app = spawn_app().await;
+    let whole = r#"{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"整段"},"finish_reason":"stop"}],"usage":{"total_tokens":5}}"#;
+    app.upstream.push([status(200, whole), status(200, whole)]);
+    let plain = json_of(app.chat(false).await).await;
+    assert_eq!(plain["choices"][0]["message"]["content"], "整段");
+    assert_eq!(plain["usage"]["total_tokens"], 5);
+    let streamed = app.chat(true).await;
+    assert_eq!(streamed.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&streamed.text().await.expect("body"));
+    assert!(events[0].1.contains("整段"));
+    assert_eq!(events.last().expect("events").1, "[DONE]");
+}
+
+#[tokio::test]
+async fn an_upstream_whose_port_is_closed_ends_in_upstream_timeout() {
+    let app = spawn_app().await;
+    // Point the gateway at a port nobody listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/v1", closed.local_addr().expect("addr"));
+    drop(closed);
+    let dir = prompts_copy();
+    let state = ladle::app::AppState::new(fast_config(&dir), &url).expect("state");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(ladle::app::serve(listener, state, std::future::pending()));
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let response = app
+        .client
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 504);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
+}
+
+#[tokio::test]
+async fn an_endless_slow_stream_hits_the_deadline_and_the_upstream_socket_is_closed() {
+    let app = spawn_app_with(|c| {
+        c.deadline = millis(600);
+        c.min_remaining = millis(100);
+    })
+    .await;
+    let drip = format!("data: {}\n\n", content("滴"));
+    app.upstream
+        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
+    let response = app.chat(false).await;
+    let answered = tokio::time::Instant::now();
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        json_of(response).await["error"]["code"],
+        "deadline_exceeded"
+    );
+    let closed = app
+        .upstream
+        .closed_at(0)
+        .await
+        .expect("the upstream socket was closed");
+    assert!(ms(app.upstream.requests()[0].arrived, closed) < 1500);
+    assert!(closed <= answered + millis(500));
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_closes_the_upstream_socket() {
+    let app = spawn_app().await;
+    let drip = format!("data: {}\n\n", content("滴"));
+    app.upstream
+        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
+    let mut response = app.chat(true).await;
+    let first = response
+        .chunk()
+        .await
+        .expect("read")
+        .expect("a first chunk");
+    assert!(!first.is_empty());
+    drop(response);
+    let gone = tokio::time::Instant::now();
+    let closed = app
+        .upstream
+        .closed_at(0)
+        .await
+        .expect("the upstream socket was closed");
+    assert!(
+        ms(gone, closed) < 500,
+        "closed {} ms after the client left",
+        ms(gone, closed)
+    );
+    assert_eq!(
+        app.metric("ladle_upstream_attempts_total{outcome=\"cancelled\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn crlf_line_ends_and_a_utf8_character_split_across_writes_arrive_intact() {
+    let app = spawn_app().await;
+    let chunk = format!("data: {}\r\n\r\n", content("香酥鸭"));
+    let bytes = chunk.as_bytes();
+    let cut = chunk.find("香").expect("has 香") + 1; // inside the character
+    app.upstream.push([sse(vec![
+        Step::Send(format!("data: {}\r\n\r\n", role()).into_bytes()),
+        Step::Send(bytes[..cut].to_vec()),
+        Step::Pause(millis(30)),
+        Step::Send(bytes[cut..].to_vec()),
+        Step::Send(format!("data: {}\r\n\r\ndata: [DONE]\r\n\r\n", finish()).into_bytes()),
+    ])]);
+    let body = json_of(app.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "香酥鸭");
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id_and_errors_are_contract_json() {
+    let app = spawn_app().await;
+    let echoed = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .header("x-request-id", "req-42")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(echoed.headers()["x-request-id"], "req-42");
+    assert_eq!(echoed.text().await.expect("body"), "ok");
+    let missing = app.get("/nope").await;
+    assert_eq!(missing.status(), 404);
+    let generated = missing.headers()["x-request-id"]
+        .to_str()
+        .expect("id")
+        .to_owned();
+    let body = json_of(missing).await;
+    assert_eq!(body["error"]["code"], "not_found");
+    assert_eq!(body["error"]["request_id"], generated.as_str());
+    let bad_json = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.base))
+        .body("{not json")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(bad_json.status(), 400);
+    assert_eq!(json_of(bad_json).await["error"]["code"], "invalid_request");
+    let no_messages = app
+        .post("/v1/chat/completions", &json!({"model": "m"}))
+        .await;
+    assert_eq!(
+        json_of(no_messages).await["error"]["code"],
+        "invalid_request"
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_body_too_large() {
+    let app = spawn_app_with(|c| c.max_body_bytes = 1024).await;
+    let big = json!({"messages": [{"role": "user", "content": "x".repeat(4096)}]});
+    let response = app.post("/v1/chat/completions", &big).await;
+    assert_eq!(response.status(), 413);
+    assert_eq!(json_of(response).await["error"]["code"], "body_too_large");
+    assert!(app.upstream.requests().is_empty());
+}

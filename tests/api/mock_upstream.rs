@@ -1,0 +1,265 @@
+//! A mock upstream on a raw TCP socket, so a test controls every byte and every
+//! pause: it can answer any status, stream SSE with delays, stall, split bytes inside
+//! a UTF-8 character, reset the connection, and it records each request and when
+//! the gateway closed its socket.
+//!
+//! Each connection plays the next script in the queue (then the fallback script).
+//! Responses are close-delimited (`Connection: close`, no length), so a script's
+//! end is the body's end.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+
+/// One thing the mock does on the socket.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Write these bytes.
+    Send(Vec<u8>),
+    /// Wait.
+    Pause(Duration),
+    /// Hold the socket silent until the gateway closes it.
+    Stall,
+    /// Write these bytes every `gap`, forever, until the gateway closes the socket.
+    Drip(Vec<u8>, Duration),
+    /// Reset the connection (RST).
+    Reset,
+}
+
+/// What the mock does for one request.
+#[derive(Debug, Clone, Default)]
+pub struct Script(pub Vec<Step>);
+
+/// One request the mock received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The request body as JSON.
+    pub body: Value,
+    /// The raw request head.
+    pub head: String,
+    /// When the request arrived.
+    pub arrived: Instant,
+    /// When the gateway closed the socket, if the mock saw it.
+    pub closed: Option<Instant>,
+}
+
+#[derive(Default)]
+struct State {
+    scripts: VecDeque<Script>,
+    fallback: Option<Script>,
+    requests: Vec<Recorded>,
+}
+
+/// The mock server.
+#[derive(Clone)]
+pub struct MockUpstream {
+    /// Base URL for `LADLE_UPSTREAM_URL`.
+    pub url: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl MockUpstream {
+    /// Starts the mock on an ephemeral loopback port.
+    pub async fn start() -> MockUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind mock upstream");
+        let url = format!("http://{}/v1", listener.local_addr().expect("mock address"));
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = state.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(serve(socket, shared.clone()));
+            }
+        });
+        MockUpstream { url, state }
+    }
+
+    /// Queues scripts, one per coming request.
+    pub fn push(&self, scripts: impl IntoIterator<Item = Script>) {
+        self.lock().scripts.extend(scripts);
+    }
+
+    /// The script for requests beyond the queue.
+    pub fn fallback(&self, script: Script) {
+        self.lock().fallback = Some(script);
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    /// Waits (up to two seconds) until request `index` has seen its socket closed.
+    pub async fn closed_at(&self, index: usize) -> Option<Instant> {
+        let give_up = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < give_up {
+            if let Some(closed) = self.lock().requests.get(index).and_then(|r| r.closed) {
+                return Some(closed);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("mock state lock")
+    }
+}
+
+async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
+    let Some((head, body)) = read_request(&mut socket).await else {
+        return;
+    };
+    let index = {
+        let mut state = state.lock().expect("mock state lock");
+        state.requests.push(Recorded {
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            head,
+            arrived: Instant::now(),
+            closed: None,
+        });
+        state.requests.len() - 1
+    };
+    let script = {
+        let mut state = state.lock().expect("mock state lock");
+        state.scripts.pop_front().or_else(|| state.fallback.clone())
+    }
+    .unwrap_or_else(|| status(500, "no script left"));
+    let closed_by_peer = play(&mut socket, script).await;
+    if closed_by_peer {
+        state.lock().expect("mock state lock").requests[index].closed = Some(Instant::now());
+    }
+}
+
+/// Plays a script; true when the gateway closed the socket first.
+async fn play(socket: &mut TcpStream, script: Script) -> bool {
+    for step in script.0 {
+        match step {
+            Step::Send(bytes) => {
+                if socket.write_all(&bytes).await.is_err() {
+                    return true;
+                }
+                let _ = socket.flush().await;
+            }
+            Step::Pause(duration) => tokio::time::sleep(duration).await,
+            Step::Stall => {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = socket.read(&mut buf).await {
+                    if n == 0 {
+                        return true;
+                    }
+                }
+                return true;
+            }
+            Step::Drip(bytes, gap) => loop {
+                if socket.write_all(&bytes).await.is_err() {
+                    return true;
+                }
+                tokio::time::sleep(gap).await;
+            },
+            Step::Reset => {
+                let _ = socket.set_zero_linger();
+                return false;
+            }
+        }
+    }
+    false
+}
+
+async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+        let n = socket.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().to_owned())
+        })
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    while data.len() < head_end + length {
+        let n = socket.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+    }
+    Some((head, data[head_end..head_end + length].to_vec()))
+}
+
+// === Script builders ===
+
+/// A response head.
+pub fn head(status: u16, content_type: &str, extra: &str) -> Step {
+    Step::Send(
+        format!("HTTP/1.1 {status} Mock\r\ncontent-type: {content_type}\r\nconnection: close\r\n{extra}\r\n").into_bytes(),
+    )
+}
+
+/// A whole response with a body.
+pub fn status(code: u16, body: &str) -> Script {
+    Script(vec![
+        head(code, "application/json", ""),
+        Step::Send(body.as_bytes().to_vec()),
+    ])
+}
+
+/// An SSE data event.
+pub fn data(payload: &str) -> Step {
+    Step::Send(format!("data: {payload}\n\n").into_bytes())
+}
+
+/// A content delta chunk's JSON.
+pub fn content(text: &str) -> String {
+    serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string()
+}
+
+/// A reasoning delta chunk's JSON.
+pub fn reasoning(text: &str) -> String {
+    serde_json::json!({"choices": [{"index": 0, "delta": {"reasoning_content": text}}]}).to_string()
+}
+
+/// A role-only delta chunk's JSON.
+pub fn role() -> String {
+    serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        .to_string()
+}
+
+/// A finish chunk's JSON.
+pub fn finish() -> String {
+    serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string()
+}
+
+/// A whole, well-formed SSE answer writing `text` in pieces.
+pub fn sse_answer(pieces: &[&str]) -> Script {
+    let mut steps = vec![head(200, "text/event-stream", ""), data(&role())];
+    steps.extend(pieces.iter().map(|p| data(&content(p))));
+    steps.push(data(&finish()));
+    steps.push(data("[DONE]"));
+    Script(steps)
+}
+
+/// An SSE head followed by the given steps.
+pub fn sse(steps: Vec<Step>) -> Script {
+    let mut all = vec![head(200, "text/event-stream", "")];
+    all.extend(steps);
+    Script(all)
+}
