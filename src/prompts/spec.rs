@@ -153,14 +153,30 @@ impl Prompt {
             templates,
             roles,
         };
-        prompt
-            .render(&prompt.sample_context())
-            .map_err(|e| PromptError {
-                message: format!("does not render with sample values: {e}"),
-                line: None,
-                column: None,
-            })?;
+        prompt.check_sample_render()?;
         Ok(prompt)
+    }
+
+    /// Renders every template with [`Prompt::sample_context`], placing a failure
+    /// (an undefined variable, say) on its line in the file.
+    fn check_sample_render(&self) -> Result<(), PromptError> {
+        let context = minijinja::Value::from(minijinja::value::Serde(self.sample_context()));
+        for role in &self.roles {
+            self.templates
+                .get_template(role)
+                .and_then(|template| template.render(&context))
+                .map_err(|e| {
+                    let placed = template_error(&self.source, role, &e);
+                    PromptError {
+                        message: format!(
+                            "messages.{role}: does not render with sample values: {}",
+                            describe(&e)
+                        ),
+                        ..placed
+                    }
+                })?;
+        }
+        Ok(())
     }
 
     /// Renders the messages for a bound context of variables.
@@ -284,22 +300,32 @@ fn describe(error: &minijinja::Error) -> String {
     }
 }
 
-/// The 1-based file line where the `role = """` template text starts.
+/// The 1-based file line where the `role = """` template text starts. Only lines
+/// after the `[messages]` header count (when there is one), so a `user` key in
+/// `[params]` is not taken for the template.
 fn template_start_line(source: &str, role: &str) -> Option<usize> {
-    source.lines().enumerate().find_map(|(index, line)| {
-        let trimmed = line.trim_start();
-        let rest = trimmed
-            .strip_prefix(role)?
-            .trim_start()
-            .strip_prefix('=')?
-            .trim_start();
-        // A `"""` string starts on the next line when the opening quotes end the line.
-        Some(if rest == "\"\"\"" {
-            index + 2
-        } else {
-            index + 1
+    let header = source
+        .lines()
+        .position(|line| line.trim() == "[messages]")
+        .map_or(0, |index| index + 1);
+    source
+        .lines()
+        .enumerate()
+        .skip(header)
+        .find_map(|(index, line)| {
+            let trimmed = line.trim_start();
+            let rest = trimmed
+                .strip_prefix(role)?
+                .trim_start()
+                .strip_prefix('=')?
+                .trim_start();
+            // A `"""` string starts on the next line when the opening quotes end the line.
+            Some(if rest == "\"\"\"" || rest == "'''" {
+                index + 2
+            } else {
+                index + 1
+            })
         })
-    })
 }
 
 fn line_column(source: &str, offset: usize) -> (Option<usize>, Option<usize>) {
@@ -307,4 +333,24 @@ fn line_column(source: &str, offset: usize) -> (Option<usize>, Option<usize>) {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (Some(line), Some(column))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_undefined_variable_is_reported_on_its_line_in_the_file() {
+        let source = "output = \"text\"\n[params]\nuser = \"caller-1\"\n[messages]\nsystem = \"你好\"\nuser = \"\"\"\n第一行\n{{ missing }}\"\"\"\n";
+        let error = Prompt::parse("t", source).expect_err("`missing` is undefined");
+        assert!(error.message.contains("messages.user"), "{}", error.message);
+        assert_eq!(error.line, Some(8));
+    }
+
+    #[test]
+    fn a_toml_error_is_placed_by_characters_not_bytes() {
+        let source = "description = \"菜谱\" x\noutput = \"text\"\n";
+        let error = Prompt::parse("t", source).expect_err("trailing garbage");
+        assert_eq!((error.line, error.column), (Some(1), Some(20)));
+    }
 }

@@ -111,8 +111,24 @@ impl FileStore {
         }
     }
 
-    fn history_dir(&self, name: &str) -> PathBuf {
-        self.dir.join(".history").join(name)
+    /// `.history/{name}` inside the folder. Refused when `.history` or its `{name}`
+    /// folder is a symlink (or not a folder), so a planted link cannot make the
+    /// store read or write history outside the folder.
+    fn history_dir(&self, name: &str) -> Result<PathBuf, StoreError> {
+        let root = self.dir.join(".history");
+        let dir = root.join(name);
+        for path in [&root, &dir] {
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if !meta.file_type().is_dir() => {
+                    return Err(StoreError::Io(format!(
+                        "{} is not a plain folder; refusing to use it",
+                        path.display()
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Ok(dir)
     }
 
     fn live_etag(&self, name: &str) -> Option<String> {
@@ -136,9 +152,15 @@ impl FileStore {
         let Some(current) = read_regular(&self.path(name)?) else {
             return Ok(());
         };
-        let dir = self.history_dir(name);
+        let dir = self.history_dir(name)?;
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let millis = now_millis();
+        // Versions sort by their millisecond prefix; two saves within one
+        // millisecond must still sort in the order they happened.
+        let newest = self
+            .history(name)?
+            .first()
+            .and_then(|v| v.version.split_once('-')?.0.parse::<u64>().ok());
+        let millis = version_millis(newest, now_millis());
         let tag = super::spec::etag(&current);
         let version = format!("{millis:013}-{}", tag.trim_matches('"'));
         write_atomically(&dir.join(format!("{version}.toml")), &current)
@@ -210,7 +232,7 @@ impl PromptStore for FileStore {
 
     fn history(&self, name: &str) -> Result<Vec<Version>, StoreError> {
         self.path(name)?;
-        let Ok(dir) = std::fs::read_dir(self.history_dir(name)) else {
+        let Ok(dir) = std::fs::read_dir(self.history_dir(name)?) else {
             return Ok(Vec::new());
         };
         let mut versions: Vec<Version> = dir
@@ -239,7 +261,7 @@ impl PromptStore for FileStore {
         if !known {
             return Err(StoreError::NotFound(version.to_owned()));
         }
-        let text = read_regular(&self.history_dir(name).join(format!("{version}.toml")))
+        let text = read_regular(&self.history_dir(name)?.join(format!("{version}.toml")))
             .ok_or_else(|| StoreError::NotFound(version.to_owned()))?;
         self.save(name, &text, None)
     }
@@ -309,7 +331,14 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), StoreError> {
         .and_then(|n| n.to_str())
         .unwrap_or("prompt");
     let temp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&temp).map_err(io)?;
+    // `create_new` does not follow a symlink planted at the temporary name; a
+    // leftover from a crash (or such a link) is removed first, never written through.
+    let _ = std::fs::remove_file(&temp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .map_err(io)?;
     file.write_all(text.as_bytes()).map_err(io)?;
     file.sync_all().map_err(io)?;
     std::fs::rename(&temp, path).map_err(io)?;
@@ -317,6 +346,12 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), StoreError> {
         let _ = dir.sync_all();
     }
     Ok(())
+}
+
+/// The millisecond prefix of a new history version: now, but always after the
+/// newest existing version (two saves in one millisecond, or a clock set back).
+fn version_millis(newest: Option<u64>, now: u64) -> u64 {
+    newest.map_or(now, |newest| now.max(newest + 1))
 }
 
 fn io(error: std::io::Error) -> StoreError {
@@ -355,4 +390,21 @@ pub fn rfc3339(millis: u64) -> String {
         rem % 60,
         millis % 1000
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_history_version_always_sorts_after_the_newest_one() {
+        assert_eq!(version_millis(None, 1_000), 1_000);
+        assert_eq!(version_millis(Some(900), 1_000), 1_000);
+        assert_eq!(
+            version_millis(Some(1_000), 1_000),
+            1_001,
+            "same millisecond"
+        );
+        assert_eq!(version_millis(Some(5_000), 1_000), 5_001, "clock set back");
+    }
 }
