@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::ops::request_id::RequestId;
+use crate::prompts::{PromptError, StoreError};
 
 /// Everything a client can be told went wrong.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -189,6 +190,32 @@ impl IntoResponse for ApiError {
         }
         response.extensions_mut().insert(self);
         response
+    }
+}
+
+impl From<PromptError> for ApiError {
+    fn from(error: PromptError) -> Self {
+        ApiError::InvalidPrompt {
+            message: error.message,
+            line: error.line,
+            column: error.column,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound(what) => {
+                ApiError::NotFound(format!("no prompt or version named `{what}`"))
+            }
+            StoreError::BadName(name) => {
+                ApiError::InvalidRequest(format!("`{name}` is not a valid prompt name"))
+            }
+            StoreError::EtagMismatch => ApiError::EtagMismatch,
+            StoreError::Invalid(error) => error.into(),
+            StoreError::Io(problem) => ApiError::Storage(problem),
+        }
     }
 }
 

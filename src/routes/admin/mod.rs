@@ -1,15 +1,283 @@
-//! The admin API and the prompt editor page.
+//! The admin API (contract section 4, "Admin API") and the prompt editor page.
+//!
+//! Handlers are thin: [`auth::Admin`] checks the token and [`auth::PromptName`]
+//! the name before a handler body runs, the `PromptStore` does the validating,
+//! writing and history keeping, and `prompts::render` the rendering. Store calls
+//! that touch the disk run on the blocking pool so an fsync never stalls the async
+//! workers that relay streams; each such call is short and bounded. Every change is
+//! logged with who made it (the admin token holder; never the token), what, the
+//! prompt and its new ETag.
+
+pub mod auth;
 
 use axum::Router;
-use axum::response::Html;
-use axum::routing::get;
+use axum::extract::{Request, State};
+use axum::http::header::{CONTENT_TYPE, ETAG, IF_MATCH};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 
+use self::auth::{Admin, PromptName};
+use super::{JsonBody, read_body};
 use crate::app::AppState;
+use crate::error::ApiError;
+use crate::normalize::OutputKind;
+use crate::ops::request_id::RequestId;
+use crate::prompts::render::{self, Rendered};
+use crate::prompts::store::Version;
+use crate::prompts::{Prompt, PromptStore, StoreError};
 
 /// The editor page, embedded in the binary.
-const PAGE: &str = include_str!("admin_page.html");
+const PAGE: &str = include_str!("../admin_page.html");
 
-/// Admin routes.
+/// The admin routes. `GET /admin` (the page) needs no token and is served even when
+/// the admin API is disabled; every other route needs the token (see [`Admin`]).
 pub fn router() -> Router<AppState> {
-    Router::new().route("/admin", get(|| async { Html(PAGE) }))
+    Router::new()
+        .route("/admin", get(page))
+        .route("/admin/prompts", get(list))
+        .route("/admin/prompts/{name}", get(read).put(save).delete(remove))
+        .route("/admin/prompts/{name}/render", post(render_saved))
+        .route("/admin/prompts/{name}/history", get(history))
+        .route("/admin/prompts/{name}/rollback", post(rollback))
+        .route("/admin/render", post(render_unsaved))
+}
+
+/// One row of `GET /admin/prompts`.
+#[derive(Debug, Serialize)]
+pub struct Listed {
+    /// The task name.
+    pub name: String,
+    /// The prompt's description.
+    pub description: String,
+    /// Its output kind.
+    pub output: OutputKind,
+    /// The live version's entity tag.
+    pub etag: String,
+    /// When the live version last changed, RFC 3339.
+    pub updated_at: String,
+}
+
+/// The body of the render routes for a saved prompt.
+#[derive(Debug, Deserialize)]
+pub struct RenderRequest {
+    /// The task variables; none given means an empty object.
+    #[serde(default)]
+    pub variables: Map<String, Value>,
+}
+
+/// The body of `POST /admin/render`: unsaved prompt text and variables.
+#[derive(Debug, Deserialize)]
+pub struct PreviewRequest {
+    /// The prompt file's text.
+    pub template: String,
+    /// The task variables.
+    #[serde(default)]
+    pub variables: Map<String, Value>,
+}
+
+/// The body of `POST /admin/prompts/{name}/rollback`.
+#[derive(Debug, Deserialize)]
+pub struct RollbackRequest {
+    /// A version id from the prompt's history.
+    pub version: String,
+}
+
+async fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+async fn list(_: Admin, State(app): State<AppState>) -> JsonAnswer {
+    let rows: Vec<Listed> = app
+        .prompts
+        .list()
+        .into_iter()
+        .map(|(prompt, updated_at)| Listed {
+            name: prompt.name.clone(),
+            description: prompt.description.clone(),
+            output: prompt.output,
+            etag: prompt.etag.clone(),
+            updated_at,
+        })
+        .collect();
+    axum::Json(json!(rows))
+}
+
+async fn read(
+    _: Admin,
+    PromptName(name): PromptName,
+    State(app): State<AppState>,
+) -> Result<Response, ApiError> {
+    let prompt = live(&app, &name)?;
+    Ok((
+        [
+            (CONTENT_TYPE, "application/toml".to_owned()),
+            (ETAG, prompt.etag.clone()),
+        ],
+        prompt.source.clone(),
+    )
+        .into_response())
+}
+
+async fn save(
+    _: Admin,
+    PromptName(name): PromptName,
+    State(app): State<AppState>,
+    request_id: RequestId,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let if_match = if_match(request.headers())?;
+    let body = read_body(request, &()).await?;
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|_| ApiError::InvalidRequest("the prompt text is not UTF-8".into()))?;
+    let saved = {
+        let name = name.clone();
+        on_store(&app, move |store| {
+            store.save(&name, &text, if_match.as_deref())
+        })
+        .await?
+    };
+    let (status, what) = if saved.created {
+        (StatusCode::CREATED, "create")
+    } else {
+        (StatusCode::OK, "replace")
+    };
+    log_change(&request_id, what, &name, Some(&saved.etag));
+    Ok(changed(status, &name, &saved.etag))
+}
+
+async fn remove(
+    _: Admin,
+    PromptName(name): PromptName,
+    State(app): State<AppState>,
+    request_id: RequestId,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let if_match = if_match(&headers)?;
+    {
+        let name = name.clone();
+        on_store(&app, move |store| store.delete(&name, if_match.as_deref())).await?;
+    }
+    log_change(&request_id, "delete", &name, None);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn render_saved(
+    _: Admin,
+    PromptName(name): PromptName,
+    State(app): State<AppState>,
+    JsonBody(body): JsonBody<RenderRequest>,
+) -> Result<JsonAnswer, ApiError> {
+    let prompt = live(&app, &name)?;
+    rendered(&prompt, &body.variables)
+}
+
+async fn render_unsaved(
+    _: Admin,
+    JsonBody(body): JsonBody<PreviewRequest>,
+) -> Result<JsonAnswer, ApiError> {
+    let prompt = Prompt::parse("preview", &body.template)?;
+    rendered(&prompt, &body.variables)
+}
+
+async fn history(
+    _: Admin,
+    PromptName(name): PromptName,
+    State(app): State<AppState>,
+) -> Result<JsonAnswer, ApiError> {
+    let versions: Vec<Version> = {
+        let name = name.clone();
+        on_store(&app, move |store| store.history(&name)).await?
+    };
+    // A name with neither a live prompt nor any history is unknown; a deleted
+    // prompt still has its history.
+    if versions.is_empty() && app.prompts.get(&name).is_none() {
+        return Err(StoreError::NotFound(name).into());
+    }
+    Ok(axum::Json(json!(versions)))
+}
+
+async fn rollback(
+    _: Admin,
+    PromptName(name): PromptName,
+    State(app): State<AppState>,
+    request_id: RequestId,
+    JsonBody(body): JsonBody<RollbackRequest>,
+) -> Result<Response, ApiError> {
+    let saved = {
+        let name = name.clone();
+        let version = body.version.clone();
+        on_store(&app, move |store| store.rollback(&name, &version)).await?
+    };
+    log_change(
+        &request_id,
+        &format!("rollback to {}", body.version),
+        &name,
+        Some(&saved.etag),
+    );
+    Ok(changed(StatusCode::OK, &name, &saved.etag))
+}
+
+// === helpers ===
+
+/// A JSON answer.
+type JsonAnswer = axum::Json<Value>;
+
+/// The live prompt, or `404 not_found`.
+fn live(app: &AppState, name: &str) -> Result<std::sync::Arc<Prompt>, ApiError> {
+    app.prompts
+        .get(name)
+        .ok_or_else(|| StoreError::NotFound(name.to_owned()).into())
+}
+
+/// `{"messages", "params"}` for a prompt and the caller's variables.
+fn rendered(prompt: &Prompt, variables: &Map<String, Value>) -> Result<JsonAnswer, ApiError> {
+    let Rendered { messages, params } = render::render(prompt, variables)?;
+    Ok(axum::Json(
+        json!({ "messages": messages, "params": params }),
+    ))
+}
+
+/// The `If-Match` header, if any.
+fn if_match(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    headers
+        .get(IF_MATCH)
+        .map(|value| {
+            value
+                .to_str()
+                .map(str::to_owned)
+                .map_err(|_| ApiError::InvalidRequest("If-Match is not ASCII".into()))
+        })
+        .transpose()
+}
+
+/// The answer to a change: the status, the new `ETag`, and a small JSON body.
+fn changed(status: StatusCode, name: &str, etag: &str) -> Response {
+    let body = json!({ "name": name, "etag": etag });
+    (status, [(ETAG, etag.to_owned())], axum::Json(body)).into_response()
+}
+
+/// Runs a store call on the blocking pool.
+async fn on_store<T: Send + 'static>(
+    app: &AppState,
+    call: impl FnOnce(&dyn PromptStore) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let store = app.prompts.clone();
+    tokio::task::spawn_blocking(move || call(store.as_ref()))
+        .await
+        .map_err(|e| ApiError::Storage(format!("the prompt store call failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+fn log_change(request_id: &RequestId, what: &str, name: &str, etag: Option<&str>) {
+    tracing::info!(
+        request_id = %request_id,
+        who = "admin token holder",
+        what,
+        prompt = name,
+        etag = etag.unwrap_or("-"),
+        "prompt changed through the admin API"
+    );
 }
