@@ -1,6 +1,7 @@
 //! Integration tests: the real server on an ephemeral port, in front of a mock
 //! upstream the test controls. One binary, as in zero2prod.
 
+mod admin;
 mod chat;
 mod helpers;
 mod mock_upstream;

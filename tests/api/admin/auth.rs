@@ -1,0 +1,115 @@
+//! Who may use the admin API: no token, a wrong one, the right one, none configured.
+
+use super::*;
+
+#[tokio::test]
+async fn admin_routes_without_a_token_answer_401_unauthorized() {
+    // Arrange
+    let app = admin_app().await;
+    // Act
+    let list = app.get("/admin/prompts").await;
+    let bad_name = app.get("/admin/prompts/..%2Fx").await;
+    let put = app
+        .client
+        .put(format!("{}/admin/prompts/recipe", app.base))
+        .body(small_prompt("无令牌"))
+        .send()
+        .await
+        .expect("gateway answers");
+    // Assert: the token is checked before the name, and nothing was written.
+    for response in [list, bad_name, put] {
+        let (status, error) = error_of(response).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (401, Some("unauthorized"))
+        );
+    }
+    let recipe = std::fs::read_to_string(app.prompts_dir.join("recipe.toml")).expect("recipe");
+    assert_eq!(recipe, shipped_recipe());
+}
+
+#[tokio::test]
+async fn a_wrong_admin_token_answers_401_and_the_right_one_is_let_in() {
+    let app = admin_app().await;
+    let wrong = [
+        format!("Bearer {}", &TOKEN[..TOKEN.len() - 1]),
+        format!("Bearer {TOKEN}x"),
+        format!("Bearer {}3", &TOKEN[..TOKEN.len() - 1]),
+        format!("Basic {TOKEN}"),
+        TOKEN.to_owned(),
+    ];
+    for header in wrong {
+        let response = app
+            .client
+            .get(format!("{}/admin/prompts", app.base))
+            .header("authorization", &header)
+            .send()
+            .await
+            .expect("gateway answers");
+        let (status, error) = error_of(response).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (401, Some("unauthorized")),
+            "{header}"
+        );
+        assert!(
+            !error.to_string().contains(TOKEN),
+            "the token is never echoed"
+        );
+    }
+    let right = app
+        .client
+        .get(format!("{}/admin/prompts", app.base))
+        .header("authorization", format!("bearer {TOKEN}"))
+        .send()
+        .await
+        .expect("gateway answers");
+    assert_eq!(right.status(), 200);
+    let names: Vec<Value> = json_of(right)
+        .await
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| p["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("fridge"), json!("recipe")]);
+}
+
+#[tokio::test]
+async fn with_no_admin_token_configured_the_admin_api_answers_404_but_the_page_is_served() {
+    // Arrange: the fast config leaves LADLE_ADMIN_TOKEN unset.
+    let app = spawn_app().await;
+    let routes = [
+        (Method::GET, "/admin/prompts"),
+        (Method::GET, "/admin/prompts/recipe"),
+        (Method::PUT, "/admin/prompts/recipe"),
+        (Method::DELETE, "/admin/prompts/recipe"),
+        (Method::POST, "/admin/prompts/recipe/render"),
+        (Method::POST, "/admin/render"),
+        (Method::GET, "/admin/prompts/recipe/history"),
+        (Method::POST, "/admin/prompts/recipe/rollback"),
+    ];
+    for (method, path) in routes {
+        // Act
+        let response = admin(&app, method.clone(), path)
+            .body(small_prompt("禁用"))
+            .send()
+            .await
+            .expect("gateway answers");
+        // Assert
+        let (status, error) = error_of(response).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (404, Some("not_found")),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(app.prompts_dir.join("recipe.toml")).expect("recipe"),
+        shipped_recipe()
+    );
+    assert!(app.prompts_dir.join("recipe.toml").exists());
+    let page = app.get("/admin").await;
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.expect("page").contains("id=\"editor\""));
+}
