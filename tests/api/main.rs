@@ -2,6 +2,7 @@
 //! upstream the test controls. One binary, as in zero2prod.
 
 mod admin;
+mod browser;
 mod chat;
 mod helpers;
 mod mock_upstream;
