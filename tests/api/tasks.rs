@@ -26,7 +26,12 @@ fn events_of(text: &str) -> Vec<(String, Value)> {
     sse_events(text)
         .into_iter()
         .filter(|(event, _)| event != ":")
-        .map(|(event, data)| (event, serde_json::from_str(&data).expect("event data is JSON")))
+        .map(|(event, data)| {
+            (
+                event,
+                serde_json::from_str(&data).expect("event data is JSON"),
+            )
+        })
         .collect()
 }
 
@@ -42,11 +47,17 @@ async fn a_recipe_task_returns_the_normalized_recipe_and_sends_the_rendered_prom
     let app = spawn_app().await;
     app.upstream.push([recipe_answer()]);
     // Act
-    let response = app.post("/v1/tasks/recipe", &json!({"dish": "香酥鸭", "servings": 4})).await;
+    let response = app
+        .post(
+            "/v1/tasks/recipe",
+            &json!({"dish": "香酥鸭", "servings": 4}),
+        )
+        .await;
     // Assert
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
-    let expected: Value = serde_json::from_str(&sample("recipe-normalized.json")).expect("golden JSON");
+    let expected: Value =
+        serde_json::from_str(&sample("recipe-normalized.json")).expect("golden JSON");
     assert_eq!(body["output"], expected);
     assert_eq!(body["task"], "recipe");
     assert_eq!(body["meta"]["attempts"], 1);
@@ -55,15 +66,23 @@ async fn a_recipe_task_returns_the_normalized_recipe_and_sends_the_rendered_prom
     assert_eq!(sent["stream"], true);
     assert_eq!(sent["temperature"], 0.7);
     assert_eq!(sent["max_tokens"], 2400);
-    let user = sent["messages"][1]["content"].as_str().expect("user message");
-    assert!(user.contains("香酥鸭") && user.contains('4'), "user message: {user}");
+    let user = sent["messages"][1]["content"]
+        .as_str()
+        .expect("user message");
+    assert!(
+        user.contains("香酥鸭") && user.contains('4'),
+        "user message: {user}"
+    );
 }
 
 #[tokio::test]
 async fn output_that_is_not_a_recipe_is_retried_once_then_502_invalid_output() {
     let app = spawn_app().await;
-    app.upstream.fallback(sse_answer(&["抱歉，", "我不会做这道菜。"]));
-    let response = app.post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"})).await;
+    app.upstream
+        .fallback(sse_answer(&["抱歉，", "我不会做这道菜。"]));
+    let response = app
+        .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
+        .await;
     assert_eq!(response.status(), 502);
     let body = json_of(response).await;
     assert_eq!(body["error"]["code"], "invalid_output");
@@ -75,12 +94,20 @@ async fn output_that_is_not_a_recipe_is_retried_once_then_502_invalid_output() {
 async fn busy_then_success_streams_attempt_retry_attempt_deltas_and_result() {
     let app = spawn_app().await;
     app.upstream.push([status(503, "{}"), recipe_answer()]);
-    let response = app.post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"})).await;
+    let response = app
+        .post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
+        .await;
     assert_eq!(response.status(), 200);
     let events = events_of(&response.text().await.expect("body"));
-    assert_eq!(names(&events), ["attempt", "retry", "attempt", "delta", "result"]);
+    assert_eq!(
+        names(&events),
+        ["attempt", "retry", "attempt", "delta", "result"]
+    );
     assert_eq!(events[0].1, json!({"attempt": 1}));
-    assert_eq!(events[1].1, json!({"attempt": 1, "reason": "busy", "wait_ms": 20}));
+    assert_eq!(
+        events[1].1,
+        json!({"attempt": 1, "reason": "busy", "wait_ms": 20})
+    );
     assert_eq!(events[2].1, json!({"attempt": 2}));
     let (_, result) = events.last().expect("a result");
     assert_eq!(result["meta"]["attempts"], 2);
@@ -90,12 +117,25 @@ async fn busy_then_success_streams_attempt_retry_attempt_deltas_and_result() {
 #[tokio::test]
 async fn a_retry_after_output_began_sends_reset_before_the_next_attempt() {
     let app = spawn_app().await;
-    app.upstream.push([sse(vec![data(&content("{\"title\"")), Step::Stall]), recipe_answer()]);
-    let response = app.post_events("/v1/tasks/recipe?stream=true", &json!({"dish": "香酥鸭"})).await;
+    app.upstream.push([
+        sse(vec![data(&content("{\"title\"")), Step::Stall]),
+        recipe_answer(),
+    ]);
+    let response = app
+        .post_events("/v1/tasks/recipe?stream=true", &json!({"dish": "香酥鸭"}))
+        .await;
     let events = events_of(&response.text().await.expect("body"));
-    assert_eq!(names(&events), ["attempt", "delta", "retry", "reset", "attempt", "delta", "result"]);
+    assert_eq!(
+        names(&events),
+        [
+            "attempt", "delta", "retry", "reset", "attempt", "delta", "result"
+        ]
+    );
     let retry = events.iter().find(|(e, _)| e == "retry").expect("a retry");
-    assert_eq!(retry.1, json!({"attempt": 1, "reason": "failed", "wait_ms": 0}));
+    assert_eq!(
+        retry.1,
+        json!({"attempt": 1, "reason": "failed", "wait_ms": 0})
+    );
     let reset = events.iter().find(|(e, _)| e == "reset").expect("a reset");
     assert_eq!(reset.1, json!({"attempt": 2}));
 }
@@ -104,8 +144,13 @@ async fn a_retry_after_output_began_sends_reset_before_the_next_attempt() {
 async fn a_failed_task_stream_ends_with_an_error_event_equal_to_the_error_body() {
     let app = spawn_app().await;
     app.upstream.push([status(401, "{}")]);
-    let response = app.post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"})).await;
-    let request_id = response.headers()["x-request-id"].to_str().expect("id").to_owned();
+    let response = app
+        .post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
+        .await;
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .expect("id")
+        .to_owned();
     let events = events_of(&response.text().await.expect("body"));
     let (name, error) = events.last().expect("an event");
     assert_eq!(name, "error");
@@ -126,11 +171,18 @@ async fn bad_variables_are_422_naming_the_variable_before_any_upstream_call() {
         assert_eq!(response.status(), 422, "{variables}");
         let body = json_of(response).await;
         assert_eq!(body["error"]["code"], "invalid_variables");
-        assert!(body["error"]["message"].as_str().expect("message").contains(culprit));
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .expect("message")
+                .contains(culprit)
+        );
     }
     // Forty characters, counted as characters rather than bytes, are fine.
     app.upstream.push([recipe_answer()]);
-    let ok = app.post("/v1/tasks/recipe", &json!({"dish": "鸭".repeat(40)})).await;
+    let ok = app
+        .post("/v1/tasks/recipe", &json!({"dish": "鸭".repeat(40)}))
+        .await;
     assert_eq!(ok.status(), 200);
     assert_eq!(app.upstream.requests().len(), 1);
 }
@@ -156,7 +208,9 @@ async fn a_prompt_edited_on_disk_is_used_by_the_next_call() {
     // Reload runs every 50 ms in tests; wait a few rounds.
     tokio::time::sleep(millis(250)).await;
     app.upstream.push([recipe_answer()]);
-    let response = app.post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"})).await;
+    let response = app
+        .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
+        .await;
     assert_eq!(response.status(), 200);
     let sent = app.upstream.requests()[0].body["messages"].to_string();
     assert!(sent.contains("【新版提示词】"));
@@ -165,13 +219,19 @@ async fn a_prompt_edited_on_disk_is_used_by_the_next_call() {
 #[tokio::test]
 async fn a_broken_prompt_on_disk_keeps_the_last_good_version_live() {
     let app = spawn_app().await;
-    std::fs::write(app.prompts_dir.join("recipe.toml"), "output = \"recipe\"\n[messages\n").expect("break prompt");
+    std::fs::write(
+        app.prompts_dir.join("recipe.toml"),
+        "output = \"recipe\"\n[messages\n",
+    )
+    .expect("break prompt");
     tokio::time::sleep(millis(250)).await;
     let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 503);
     assert!(json_of(ready).await.to_string().contains("recipe"));
     app.upstream.push([recipe_answer()]);
-    let response = app.post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"})).await;
+    let response = app
+        .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
+        .await;
     assert_eq!(response.status(), 200);
 }
 
@@ -179,8 +239,18 @@ async fn a_broken_prompt_on_disk_keeps_the_last_good_version_live() {
 async fn the_fridge_task_returns_the_extracted_json_value() {
     let app = spawn_app().await;
     let answer = "```json\n{\"ideas\": [{\"dish\": \"番茄炒蛋\", \"minutes\": 15}]}\n```";
-    app.upstream.push([sse_answer(&pieces(answer, 5).iter().map(String::as_str).collect::<Vec<_>>())]);
-    let response = app.post("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋", "番茄"]})).await;
+    app.upstream.push([sse_answer(
+        &pieces(answer, 5)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    )]);
+    let response = app
+        .post(
+            "/v1/tasks/fridge",
+            &json!({"ingredients": ["鸡蛋", "番茄"]}),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
     assert_eq!(body["output"]["ideas"][0]["dish"], "番茄炒蛋");
