@@ -240,13 +240,7 @@ async fn an_upstream_whose_port_is_closed_ends_in_upstream_timeout() {
         .expect("bind");
     let url = format!("http://{}/v1", closed.local_addr().expect("addr"));
     drop(closed);
-    let dir = prompts_copy();
-    let state = ladle::app::AppState::new(fast_config(&dir), &url).expect("state");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(ladle::app::serve(listener, state, std::future::pending()));
+    let base = spawn_gateway(fast_config(&prompts_copy()), &url).await;
     let body = json!({"messages": [{"role": "user", "content": "hi"}]});
     let response = app
         .client

@@ -101,13 +101,7 @@ async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writ
     })
     .await
     .expect("demo upstream starts");
-    let dir = prompts_copy();
-    let state = ladle::app::AppState::new(fast_config(&dir), &url).expect("state");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(ladle::app::serve(listener, state, std::future::pending()));
+    let base = spawn_gateway(fast_config(&prompts_copy()), &url).await;
     let client = reqwest::Client::new();
     let mut attempts = Vec::new();
     for _ in 0..6 {
