@@ -357,3 +357,6 @@ impl Drop for Completion {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -74,7 +74,11 @@ pub async fn start(options: DemoOptions) -> std::io::Result<String> {
 async fn complete(State(demo): State<Arc<Demo>>, body: Bytes) -> Response {
     let n = demo.requests.fetch_add(1, Ordering::Relaxed) + 1;
     let request: Value = serde_json::from_slice(&body).unwrap_or_default();
-    let asked = request["messages"].to_string();
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let asked = messages
+        .last()
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
     let model = request["model"].as_str().unwrap_or("ladle-demo").to_owned();
     let mut events: Vec<String> = vec![chunk(
         &model,

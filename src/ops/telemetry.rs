@@ -4,6 +4,8 @@
 //! and admin token are `Secret`s whose `Debug` is a placeholder, request headers
 //! are not logged, and upstream text is scrubbed of the key before it is kept.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -13,6 +15,7 @@ pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Pretty => builder.try_init(),

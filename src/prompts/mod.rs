@@ -10,3 +10,6 @@ pub mod store;
 
 pub use spec::{Prompt, PromptError, valid_name};
 pub use store::{FileStore, PromptStore, StoreError};
+
+#[cfg(test)]
+mod tests;

@@ -10,20 +10,34 @@
 pub mod chunk;
 pub mod sse;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use reqwest::header::{self, HeaderMap};
 
 use crate::config::Secret;
 
 /// One OpenAI-compatible upstream.
-#[derive(Debug, Clone)]
 pub struct Upstream {
     /// A short name for logs and metrics.
     pub name: String,
+    transport: Arc<dyn Transport>,
+    api_key: Secret,
+}
+
+/// How one request reaches an upstream: reqwest in production, a scripted fake when
+/// a test runs the attempt loop under paused time.
+pub trait Transport: Send + Sync {
+    /// Sends one attempt's request body; resolves when the response headers arrive.
+    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>>;
+}
+
+/// The production transport: one reqwest client, connection pooling included.
+struct HttpTransport {
     client: reqwest::Client,
     chat_url: String,
     api_key: Secret,
@@ -76,39 +90,33 @@ impl Upstream {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Upstream {
-            name: name.to_owned(),
+        let transport = HttpTransport {
             client,
             chat_url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            api_key: api_key.clone(),
+        };
+        Ok(Upstream::with_transport(name, Arc::new(transport), api_key))
+    }
+
+    /// An upstream reached through any transport; `api_key` is what `scrub` removes.
+    pub fn with_transport(name: &str, transport: Arc<dyn Transport>, api_key: Secret) -> Self {
+        Upstream {
+            name: name.to_owned(),
+            transport,
             api_key,
-        })
+        }
     }
 
     /// Sends one attempt's request body; resolves when the response headers arrive.
+    /// Error texts come back with the key scrubbed out.
     pub async fn send(&self, body: Bytes) -> Result<UpstreamResponse, SendError> {
-        let mut request = self
-            .client
-            .post(&self.chat_url)
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "text/event-stream, application/json")
-            .body(body);
-        if !self.api_key.is_empty() {
-            request = request.bearer_auth(self.api_key.expose());
-        }
-        let response = request.send().await.map_err(|e| self.send_error(&e))?;
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers());
-        let kind = body_kind(response.headers());
-        let body = response
-            .bytes_stream()
-            .map(|r| r.map_err(|e| e.to_string()))
-            .boxed();
-        Ok(UpstreamResponse {
-            status,
-            retry_after,
-            kind,
-            body,
-        })
+        self.transport
+            .send(body)
+            .await
+            .map_err(|error| match error {
+                SendError::Connect(text) => SendError::Connect(self.scrub(&text)),
+                SendError::Io(text) => SendError::Io(self.scrub(&text)),
+            })
     }
 
     /// Removes the API key from text that came from outside (upstreams sometimes
@@ -121,15 +129,45 @@ impl Upstream {
             text.to_owned()
         }
     }
+}
 
-    fn send_error(&self, error: &reqwest::Error) -> SendError {
-        // reqwest's error text names the URL but never the headers.
-        let text = self.scrub(&error_chain(error));
-        if error.is_connect() || error.is_timeout() {
-            SendError::Connect(text)
-        } else {
-            SendError::Io(text)
-        }
+impl Transport for HttpTransport {
+    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
+        Box::pin(async move {
+            let mut request = self
+                .client
+                .post(&self.chat_url)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "text/event-stream, application/json")
+                .body(body);
+            if !self.api_key.is_empty() {
+                request = request.bearer_auth(self.api_key.expose());
+            }
+            let response = request.send().await.map_err(|e| send_error(&e))?;
+            let status = response.status().as_u16();
+            let retry_after = retry_after(response.headers());
+            let kind = body_kind(response.headers());
+            let body = response
+                .bytes_stream()
+                .map(|r| r.map_err(|e| error_chain(&e)))
+                .boxed();
+            Ok(UpstreamResponse {
+                status,
+                retry_after,
+                kind,
+                body,
+            })
+        })
+    }
+}
+
+/// reqwest's error text names the URL but never the headers.
+fn send_error(error: &reqwest::Error) -> SendError {
+    let text = error_chain(error);
+    if error.is_connect() || error.is_timeout() {
+        SendError::Connect(text)
+    } else {
+        SendError::Io(text)
     }
 }
 

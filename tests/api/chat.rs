@@ -240,13 +240,7 @@ async fn an_upstream_whose_port_is_closed_ends_in_upstream_timeout() {
         .expect("bind");
     let url = format!("http://{}/v1", closed.local_addr().expect("addr"));
     drop(closed);
-    let dir = prompts_copy();
-    let state = ladle::app::AppState::new(fast_config(&dir), &url).expect("state");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(ladle::app::serve(listener, state, std::future::pending()));
+    let base = spawn_gateway(fast_config(&prompts_copy()), &url).await;
     let body = json!({"messages": [{"role": "user", "content": "hi"}]});
     let response = app
         .client
@@ -381,4 +375,93 @@ async fn a_body_over_the_limit_is_413_body_too_large() {
     assert_eq!(response.status(), 413);
     assert_eq!(json_of(response).await["error"]["code"], "body_too_large");
     assert!(app.upstream.requests().is_empty());
+}
+
+#[tokio::test]
+async fn an_upstream_that_lies_about_its_content_type_is_still_understood() {
+    let app = spawn_app().await;
+    // SSE bytes declared as JSON, and a JSON answer declared as HTML.
+    let sse_as_json = Script(vec![
+        head(200, "application/json", ""),
+        data(&content("流")),
+        data(&finish()),
+        data("[DONE]"),
+    ]);
+    let json_as_html = Script(vec![
+        head(200, "text/html", ""),
+        Step::Send(
+            r#"{"choices":[{"message":{"content":"整"},"finish_reason":"stop"}]}"#
+                .as_bytes()
+                .to_vec(),
+        ),
+    ]);
+    app.upstream.push([sse_as_json, json_as_html]);
+    let first = json_of(app.chat(false).await).await;
+    assert_eq!(first["choices"][0]["message"]["content"], "流");
+    let second = json_of(app.chat(false).await).await;
+    assert_eq!(second["choices"][0]["message"]["content"], "整");
+}
+
+#[tokio::test]
+async fn garbage_in_a_declared_event_stream_fails_cleanly_as_upstream_failed() {
+    let app = spawn_app().await;
+    let garbage = Script(vec![
+        head(200, "text/event-stream", ""),
+        data("<html>oops</html>"),
+    ]);
+    app.upstream.fallback(garbage);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_eq!(
+        app.upstream.requests().len(),
+        2,
+        "an early 'other' failure is retried once"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_reset_before_output_is_retried_like_not_started() {
+    let app = spawn_app().await;
+    app.upstream
+        .push([Script(vec![Step::Reset]), sse_answer(&["好"])]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"not_started\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_done_or_finish_after_output_is_a_failure() {
+    let app = spawn_app().await;
+    app.upstream.fallback(sse(vec![data(&content("半截"))]));
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_eq!(app.upstream.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_non_streaming_client_that_gives_up_closes_the_upstream_socket_too() {
+    let app = spawn_app().await;
+    let drip = format!("data: {}\n\n", content("滴"));
+    app.upstream
+        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
+    let gave_up = tokio::time::timeout(millis(150), app.chat(false)).await;
+    assert!(gave_up.is_err(), "the answer cannot be complete yet");
+    let gone = tokio::time::Instant::now();
+    let closed = app
+        .upstream
+        .closed_at(0)
+        .await
+        .expect("the upstream socket was closed");
+    assert!(
+        ms(gone, closed) < 500,
+        "closed {} ms after the client left",
+        ms(gone, closed)
+    );
 }

@@ -74,18 +74,24 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = fast_config(&prompts_dir);
     config.upstream_api_key = Secret::new(API_KEY);
     adjust(&mut config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind gateway");
-    let base = format!("http://{}", listener.local_addr().expect("gateway address"));
-    let state = AppState::new(config, &upstream.url).expect("state builds");
-    tokio::spawn(app::serve(listener, state, std::future::pending()));
+    let base = spawn_gateway(config, &upstream.url).await;
     TestApp {
         base,
         upstream,
         prompts_dir,
         client: reqwest::Client::new(),
     }
+}
+
+/// Serves a gateway for `config` in front of `upstream_url`; returns its base URL.
+pub async fn spawn_gateway(config: Config, upstream_url: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind gateway");
+    let base = format!("http://{}", listener.local_addr().expect("gateway address"));
+    let state = AppState::new(config, upstream_url).expect("state builds");
+    tokio::spawn(app::serve(listener, state, std::future::pending()));
+    base
 }
 
 /// Starts a gateway with the fast config.

@@ -4,6 +4,7 @@
 mod admin;
 mod browser;
 mod chat;
+mod cli;
 mod helpers;
 mod mock_upstream;
 mod tasks;

@@ -1,0 +1,92 @@
+//! Prompt file parsing: shipped prompts, error positions, variable binding.
+
+use serde_json::json;
+
+use super::render::{bind, render};
+use super::spec::{Prompt, valid_name};
+
+fn shipped(name: &str) -> String {
+    let path = format!("{}/prompts/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+#[test]
+fn the_shipped_prompts_parse_and_render_with_their_defaults() {
+    for name in ["recipe", "fridge"] {
+        let prompt = Prompt::parse(name, &shipped(name)).expect("shipped prompt is valid");
+        let messages = prompt.render(&prompt.sample_context()).expect("renders");
+        assert_eq!(messages.len(), 2, "{name} has a system and a user message");
+    }
+    let recipe = Prompt::parse("recipe", &shipped("recipe")).expect("valid");
+    assert_eq!(recipe.deadline.map(|d| d.as_millis()), Some(140_000));
+    assert_eq!(recipe.min_remaining.map(|d| d.as_millis()), Some(95_000));
+    // Formats are shown by example, with Arabic numerals, never as type names.
+    assert!(recipe.source.contains("\"protein\": \"38克\""));
+    assert!(!recipe.source.contains("数字 克"));
+}
+
+#[test]
+fn toml_errors_carry_line_and_column() {
+    let text = "output = \"recipe\"\n[messages]\nuser = \"hi\"\nbroken = = 1\n";
+    let error = Prompt::parse("x", text).expect_err("invalid TOML");
+    assert_eq!(error.line, Some(4));
+    assert!(error.column.is_some());
+}
+
+#[test]
+fn undefined_variables_and_bad_templates_are_rejected() {
+    let undefined = "output = \"text\"\n[messages]\nuser = \"{{ nobody }}\"\n";
+    assert!(
+        Prompt::parse("x", undefined)
+            .expect_err("strict")
+            .message
+            .contains("render")
+    );
+    let syntax = "output = \"text\"\n[messages]\nuser = \"\"\"\nline one\n{% if %}\n\"\"\"\n";
+    let error = Prompt::parse("x", syntax).expect_err("syntax error");
+    assert_eq!(error.line, Some(5), "{error:?}");
+    let unknown_field = "output = \"text\"\nsurprise = 1\n[messages]\nuser = \"hi\"\n";
+    assert!(Prompt::parse("x", unknown_field).is_err());
+    let bad_budget = "output = \"text\"\ndeadline_ms = 1000\nmin_remaining_ms = 2000\n[messages]\nuser = \"hi\"\n";
+    assert!(Prompt::parse("x", bad_budget).is_err());
+}
+
+#[test]
+fn binding_checks_required_type_and_length_in_characters() {
+    let prompt = Prompt::parse("recipe", &shipped("recipe")).expect("valid");
+    assert!(bind(&prompt, &json!({}).as_object().cloned().unwrap_or_default()).is_err());
+    let forty = json!({"dish": "鸭".repeat(40)});
+    assert!(bind(&prompt, forty.as_object().expect("object")).is_ok());
+    let forty_one = json!({"dish": "鸭".repeat(41)});
+    assert!(bind(&prompt, forty_one.as_object().expect("object")).is_err());
+    let undeclared = json!({"dish": "鸭", "hack": "{{ 1 }}"});
+    let bound = bind(&prompt, undeclared.as_object().expect("object")).expect("binds");
+    assert!(
+        !bound.contains_key("hack"),
+        "undeclared variables are dropped"
+    );
+    assert_eq!(bound["servings"], 2, "defaults fill in");
+    let rendered = render(&prompt, undeclared.as_object().expect("object")).expect("renders");
+    assert_eq!(rendered.params["max_tokens"], 2400);
+}
+
+#[test]
+fn names_follow_the_contract_pattern() {
+    for good in ["recipe", "fridge", "a", "0-x_y", &"a".repeat(64)] {
+        assert!(valid_name(good), "{good}");
+    }
+    for bad in [
+        "",
+        "Recipe",
+        "-x",
+        "_x",
+        "../x",
+        "a/b",
+        "a.toml",
+        "%2e",
+        &"a".repeat(65),
+        "菜谱",
+    ] {
+        assert!(!valid_name(bad), "{bad}");
+    }
+}

@@ -1,0 +1,138 @@
+//! The `ladle` binary itself: `check`, configuration errors, and `demo`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use ladle::demo::{self, DemoOptions};
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn ladle() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ladle"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    command
+}
+
+#[test]
+fn check_passes_on_the_shipped_prompts() {
+    let dir = prompts_copy();
+    let output = ladle()
+        .arg("check")
+        .env("LADLE_PROMPTS_DIR", &dir)
+        .output()
+        .expect("run ladle check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("recipe") && stdout.contains("fridge") && stdout.contains("0 problem"));
+}
+
+#[test]
+fn check_fails_and_names_a_broken_prompt() {
+    let dir = prompts_copy();
+    std::fs::write(
+        dir.join("broken.toml"),
+        "output = \"recipe\"\n[messages]\nuser = \"{{ x \"\n",
+    )
+    .expect("write");
+    let output = ladle()
+        .arg("check")
+        .env("LADLE_PROMPTS_DIR", &dir)
+        .output()
+        .expect("run ladle check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success());
+    assert!(stdout.contains("BROKEN  broken"), "{stdout}");
+}
+
+#[test]
+fn an_invalid_setting_stops_start_up_naming_the_key() {
+    let output = ladle()
+        .arg("serve")
+        .env("LADLE_IDLE_TIMEOUT_MS", "soon")
+        .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9")
+        .output()
+        .expect("run ladle");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("LADLE_IDLE_TIMEOUT_MS"));
+    let missing_url = ladle().arg("serve").output().expect("run ladle");
+    assert!(!missing_url.status.success());
+    assert!(String::from_utf8_lossy(&missing_url.stderr).contains("LADLE_UPSTREAM_URL"));
+}
+
+#[test]
+fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
+    let mut child = ladle()
+        .arg("demo")
+        .env("LADLE_LISTEN", "127.0.0.1:0")
+        .env("LADLE_PROMPTS_DIR", prompts_copy())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ladle demo");
+    let stdout = child.stdout.take().expect("stdout");
+    let curl = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find(|line| line.starts_with("curl -s http://127.0.0.1:"))
+        .expect("a curl line");
+    let base = curl
+        .split_whitespace()
+        .nth(2)
+        .expect("url")
+        .split("/v1")
+        .next()
+        .expect("base")
+        .to_owned();
+    let health = raw_get(base.trim_start_matches("http://"), "/healthz");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(health.ends_with("ok"), "{health}");
+}
+
+#[tokio::test]
+async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writes_words() {
+    let url = demo::start(DemoOptions {
+        chunk_gap: millis(0),
+        ..DemoOptions::default()
+    })
+    .await
+    .expect("demo upstream starts");
+    let base = spawn_gateway(fast_config(&prompts_copy()), &url).await;
+    let client = reqwest::Client::new();
+    let mut attempts = Vec::new();
+    for _ in 0..6 {
+        let response = client
+            .post(format!("{base}/v1/tasks/recipe"))
+            .json(&json!({"dish": "香酥鸭"}))
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(response.status(), 200);
+        let body: serde_json::Value = response.json().await.expect("JSON");
+        assert_eq!(body["output"]["title"], "香酥鸭");
+        assert_eq!(
+            body["output"]["nutrition"]["protein"], "48克",
+            "forty-eight 克 is mended"
+        );
+        attempts.push(body["meta"]["attempts"].as_u64().expect("attempts"));
+    }
+    assert!(
+        attempts.contains(&2),
+        "the demo is busy now and then: {attempts:?}"
+    );
+}
+
+/// A plain HTTP/1.1 GET over a std socket; the whole response as text.
+fn raw_get(address: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(address).expect("connect to the demo");
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).expect("read");
+    response
+}

@@ -1,0 +1,115 @@
+//! Tidy checks over `src/`, run by `cargo test` (as rust-analyzer does): the
+//! architecture's invariants, stated as absences, checked by reading the code.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// Every source file under `src/`, with its path relative to `src/` and its code
+/// (the part before any `#[cfg(test)]`, comments left out).
+fn code() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("read source");
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("//"))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            (relative, code)
+        })
+        .collect()
+}
+
+fn offenders(pattern: &str, allowed: &[&str]) -> Vec<String> {
+    code()
+        .into_iter()
+        .filter(|(path, code)| {
+            code.contains(pattern) && !allowed.iter().any(|a| path.starts_with(a))
+        })
+        .map(|(path, _)| path)
+        .collect()
+}
+
+#[test]
+fn std_instant_is_not_used_so_there_is_one_clock() {
+    assert_eq!(offenders("std::time::Instant", &[]), Vec::<String>::new());
+}
+
+#[test]
+fn only_the_attempt_loop_sleeps() {
+    // The demo is a simulated upstream, pacing its own output.
+    assert_eq!(
+        offenders("sleep", &["completion/", "demo/"]),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn only_the_upstream_module_touches_reqwest() {
+    assert_eq!(offenders("reqwest", &["upstream/"]), Vec::<String>::new());
+}
+
+#[test]
+fn pure_modules_do_no_io_and_read_no_clock() {
+    let pure = [
+        "retry.rs",
+        "upstream/sse.rs",
+        "upstream/chunk.rs",
+        "normalize/",
+        "prompts/spec.rs",
+        "prompts/render.rs",
+    ];
+    for (path, code) in code() {
+        if !pure.iter().any(|p| path.starts_with(p)) {
+            continue;
+        }
+        for banned in [
+            "std::fs",
+            "tokio::fs",
+            "Instant::now",
+            "SystemTime",
+            "tokio::net",
+        ] {
+            assert!(!code.contains(banned), "{path} uses {banned}");
+        }
+    }
+}
+
+#[test]
+fn nothing_on_the_request_path_spawns_tasks() {
+    // Serving itself may spawn (the prompt reloader, the demo upstream); handlers,
+    // relays and the attempt loop must not, so no task outlives its request.
+    let request_path = ["routes/", "relay/", "completion/", "upstream/"];
+    for (path, code) in code() {
+        if request_path.iter().any(|p| path.starts_with(p)) {
+            assert!(!code.contains("tokio::spawn"), "{path} spawns a task");
+        }
+    }
+}
+
+#[test]
+fn no_unwrap_outside_tests() {
+    assert_eq!(offenders(".unwrap()", &[]), Vec::<String>::new());
+}
