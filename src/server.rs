@@ -72,7 +72,10 @@ pub async fn run(
         drain_limit_ms = limit.as_millis() as u64,
         "stopped accepting; letting running requests finish"
     );
-    if tokio::time::timeout(limit, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(limit, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("connections still open after the drain limit are dropped");
     }
     Ok(())
