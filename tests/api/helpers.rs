@@ -69,6 +69,15 @@ pub fn prompts_copy() -> PathBuf {
 
 /// Starts a gateway with the fast config, changed by `adjust`.
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_until(adjust, std::future::pending()).await.0
+}
+
+/// Starts a gateway that shuts down when `shutdown` resolves; the handle ends
+/// when the server has stopped.
+pub async fn spawn_app_until(
+    adjust: impl FnOnce(&mut Config),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (TestApp, tokio::task::JoinHandle<std::io::Result<()>>) {
     let upstream = MockUpstream::start().await;
     let prompts_dir = prompts_copy();
     let mut config = fast_config(&prompts_dir);
@@ -79,13 +88,14 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
         .expect("bind gateway");
     let base = format!("http://{}", listener.local_addr().expect("gateway address"));
     let state = AppState::new(config, &upstream.url).expect("state builds");
-    tokio::spawn(app::serve(listener, state, std::future::pending()));
-    TestApp {
+    let server = tokio::spawn(app::serve(listener, state, shutdown));
+    let app = TestApp {
         base,
         upstream,
         prompts_dir,
         client: reqwest::Client::new(),
-    }
+    };
+    (app, server)
 }
 
 /// Starts a gateway with the fast config.
