@@ -4,4 +4,6 @@
 mod chat;
 mod helpers;
 mod mock_upstream;
+mod ops;
+mod process;
 mod tasks;
