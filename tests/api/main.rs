@@ -2,6 +2,7 @@
 //! upstream the test controls. One binary, as in zero2prod.
 
 mod chat;
+mod drill;
 mod helpers;
 mod mock_upstream;
 mod ops;
