@@ -365,6 +365,17 @@ mod tests {
     }
 
     #[test]
+    fn client_read_timeouts_default_to_30_s_and_must_be_positive() {
+        let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+        assert_eq!(config.header_read_timeout, Duration::from_secs(30));
+        assert_eq!(config.body_read_timeout, Duration::from_secs(30));
+        for key in ["LADLE_HEADER_READ_TIMEOUT_MS", "LADLE_BODY_READ_TIMEOUT_MS"] {
+            let env = move |k: &str| (k == key).then(|| "0".to_owned());
+            assert_eq!(error_key(Config::load(None, &env)), key);
+        }
+    }
+
+    #[test]
     fn secrets_never_show_in_debug_output() {
         let env = env_of(&[
             ("LADLE_UPSTREAM_API_KEY", "sk-very-secret"),

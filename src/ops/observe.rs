@@ -44,7 +44,7 @@ pub async fn observe(State(metrics): State<Metrics>, mut request: Request, next:
     let method = request.method().clone();
     let response = next.run(request).await;
     let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
-    let record = Record {
+    let mut record = Record {
         metrics,
         route,
         request_id,
@@ -56,6 +56,8 @@ pub async fn observe(State(metrics): State<Metrics>, mut request: Request, next:
         ended: false,
     };
     response.map(|body| {
+        // An empty body (a 204, say) may never be polled; it is whole already.
+        record.ended = http_body::Body::is_end_stream(&body);
         Body::new(Observed {
             inner: body,
             record,
