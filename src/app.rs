@@ -128,6 +128,10 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::Extension(BodyLimit(body_limit)))
+        .layer(axum::middleware::from_fn_with_state(
+            state.config.body_read_timeout,
+            crate::ops::body_deadline::limit_body_time,
+        ))
         .layer(axum::middleware::from_fn(crate::error::render_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -138,7 +142,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves, then lets running requests finish.
+/// Time allowed after the longest deadline for the last bytes to be written.
+const DRAIN_SLACK: Duration = Duration::from_secs(5);
+
+/// Serves until `shutdown` resolves, then stops accepting and lets running
+/// requests finish, for at most the longest request deadline (plus a little).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -155,9 +163,29 @@ pub async fn serve(
             let _ = tokio::task::spawn_blocking(move || prompts.refresh()).await;
         }
     });
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let header_read_timeout = state.config.header_read_timeout;
+    let drain_limit = {
+        let state = state.clone();
+        move || longest_deadline(&state) + DRAIN_SLACK
+    };
+    let result = crate::server::run(
+        listener,
+        router(state),
+        header_read_timeout,
+        shutdown,
+        drain_limit,
+    )
+    .await;
     reload.abort();
     result
+}
+
+/// The longest budget any request can have now: chat's, or a task's own.
+fn longest_deadline(state: &AppState) -> Duration {
+    state
+        .prompts
+        .list()
+        .iter()
+        .filter_map(|(prompt, _)| prompt.deadline)
+        .fold(state.config.deadline, Duration::max)
 }

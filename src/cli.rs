@@ -86,18 +86,20 @@ fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> Exi
 
 async fn serve(config: Config) -> Result<(), String> {
     telemetry::init(config.log_format);
+    let shutdown = shutdown_signal();
     let url = config.upstream_url.clone().ok_or(
         "LADLE_UPSTREAM_URL is required for `serve` (try `ladle demo` to run without one)",
     )?;
     let listener = bind(config.listen).await?;
     let state = AppState::new(config, &url)?;
-    app::serve(listener, state, shutdown_signal())
+    app::serve(listener, state, shutdown)
         .await
         .map_err(|e| e.to_string())
 }
 
 async fn run_demo(mut config: Config) -> Result<(), String> {
     telemetry::init(config.log_format);
+    let shutdown = shutdown_signal();
     let url = demo::start(DemoOptions::default())
         .await
         .map_err(|e| e.to_string())?;
@@ -107,7 +109,7 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
     let state = AppState::new(config, &url)?;
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{}", demo_instructions(address));
-    app::serve(listener, state, shutdown_signal())
+    app::serve(listener, state, shutdown)
         .await
         .map_err(|e| e.to_string())
 }
@@ -189,25 +191,38 @@ fn check(config: &Config) -> ExitCode {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on Ctrl-C or SIGTERM. The handlers are installed when this is called,
+/// not when the future is first polled, so a signal that arrives while the server
+/// is still starting is kept rather than killing the process. Call it inside the
+/// runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (mut interrupt, mut terminate) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+    async move {
+        #[cfg(unix)]
+        tokio::select! {
+            () = received(&mut interrupt) => {},
+            () = received(&mut terminate) => {},
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down: no new connections; running requests may finish");
     }
-    tracing::info!("shutting down: no new connections; running requests may finish");
+}
+
+/// Waits for a signal; forever when its handler could not be installed.
+#[cfg(unix)]
+async fn received(signal: &mut Option<tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }

@@ -96,6 +96,13 @@ pub struct Config {
     /// How often the prompts folder is looked at again (not in the contract;
     /// `LADLE_PROMPT_RELOAD_MS`, default 1000).
     pub prompt_reload: Duration,
+    /// Longest wait for a whole request head, also for the next one on an idle
+    /// keep-alive connection (not in the contract; `LADLE_HEADER_READ_TIMEOUT_MS`,
+    /// default 30000, hyper's own default).
+    pub header_read_timeout: Duration,
+    /// Longest time from a request's arrival to the end of its body (not in the
+    /// contract; `LADLE_BODY_READ_TIMEOUT_MS`, default 30000).
+    pub body_read_timeout: Duration,
 }
 
 /// Why the configuration cannot be used; always names the key.
@@ -216,6 +223,8 @@ impl Config {
             queue_timeout: src.millis("LADLE_QUEUE_TIMEOUT_MS", 2_000)?,
             log_format,
             prompt_reload: src.millis("LADLE_PROMPT_RELOAD_MS", 1_000)?,
+            header_read_timeout: src.millis("LADLE_HEADER_READ_TIMEOUT_MS", 30_000)?,
+            body_read_timeout: src.millis("LADLE_BODY_READ_TIMEOUT_MS", 30_000)?,
         };
         config.validate()?;
         Ok(config)
@@ -229,6 +238,8 @@ impl Config {
             ("LADLE_DEADLINE_MS", self.deadline),
             ("LADLE_BACKOFF_BASE_MS", self.backoff_base),
             ("LADLE_PROMPT_RELOAD_MS", self.prompt_reload),
+            ("LADLE_HEADER_READ_TIMEOUT_MS", self.header_read_timeout),
+            ("LADLE_BODY_READ_TIMEOUT_MS", self.body_read_timeout),
         ];
         for (key, value) in positive {
             if value.is_zero() {
@@ -351,6 +362,17 @@ mod tests {
             error_key(Config::load(None, &remaining)),
             "LADLE_MIN_REMAINING_MS"
         );
+    }
+
+    #[test]
+    fn client_read_timeouts_default_to_30_s_and_must_be_positive() {
+        let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+        assert_eq!(config.header_read_timeout, Duration::from_secs(30));
+        assert_eq!(config.body_read_timeout, Duration::from_secs(30));
+        for key in ["LADLE_HEADER_READ_TIMEOUT_MS", "LADLE_BODY_READ_TIMEOUT_MS"] {
+            let env = move |k: &str| (k == key).then(|| "0".to_owned());
+            assert_eq!(error_key(Config::load(None, &env)), key);
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::ops::observe::ErrorCode;
 use crate::ops::request_id::RequestId;
 use crate::prompts::{PromptError, StoreError};
 
@@ -233,6 +234,8 @@ pub async fn render_errors(request: Request, next: Next) -> Response {
         HeaderValue::from_static("application/json"),
     );
     parts.headers.remove(header::CONTENT_LENGTH);
+    // The request's log line names the code.
+    parts.extensions.insert(ErrorCode(error.code()));
     let body = error.body(request_id.as_str()).to_string();
     Response::from_parts(parts, body.into())
 }

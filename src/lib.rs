@@ -8,7 +8,8 @@
 //! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.
 //! - `prompts`: TOML prompt files, rendering, and the store behind an interface.
 //! - `normalize`: the model's text → recipe/JSON/text output, pure.
-//! - `routes`, `app`: thin HTTP handlers and wiring.
+//! - `routes`, `app`: thin HTTP handlers and wiring; `server`: the accept loop
+//!   (header-read timeout, graceful drain).
 //! - `ops`: metrics, logs, request ids. `demo`: a simulated upstream.
 //!
 //! Invariants: output state belongs to one attempt; nothing reaches a streaming
@@ -27,4 +28,5 @@ pub mod prompts;
 pub mod relay;
 pub mod retry;
 pub mod routes;
+pub mod server;
 pub mod upstream;

@@ -22,7 +22,7 @@ use self::attempt::{Attempt, Received};
 use self::failure::{AttemptFailure, FailureKind};
 use crate::error::ApiError;
 use crate::normalize::{self, OutputKind};
-use crate::ops::metrics::Metrics;
+use crate::ops::metrics::{InflightGuard, Metrics};
 use crate::retry::{BusyKeywords, Deadline, Decision, Failed, FailureClass, RetryPolicy};
 use crate::upstream::Upstream;
 use crate::upstream::chunk::{Chunk, Meta};
@@ -131,6 +131,13 @@ pub struct Completion {
     permit: Option<OwnedSemaphorePermit>,
     answer: Answer,
     first_output_seen: bool,
+    /// Time spent waiting for an in-flight slot.
+    queued: Duration,
+    /// Time spent in back-offs between attempts.
+    waited: Duration,
+    /// Counts the request in `ladle_inflight_requests` for as long as it lives,
+    /// which for a stream is as long as the response body.
+    _inflight: InflightGuard,
 }
 
 /// What the current attempt has written; reset with each attempt.
@@ -147,13 +154,16 @@ impl Completion {
     /// Prepares a completion; nothing happens until it is polled.
     pub fn new(engine: Arc<Engine>, job: Job) -> Self {
         Completion {
-            engine,
             job,
             phase: Phase::Queued,
             attempt: 0,
             permit: None,
             answer: Answer::default(),
             first_output_seen: false,
+            queued: Duration::ZERO,
+            waited: Duration::ZERO,
+            _inflight: engine.metrics.inflight(),
+            engine,
         }
     }
 
@@ -165,8 +175,19 @@ impl Completion {
         })
     }
 
-    /// Drives the loop to the next piece of progress.
+    /// Drives the loop to the next piece of progress; logs the request's summary
+    /// line when it finishes or fails.
     pub async fn next(&mut self) -> Option<Progress> {
+        let progress = self.advance().await;
+        match &progress {
+            Some(Progress::Finished(_)) => self.log_request("ok"),
+            Some(Progress::Failed(error)) => self.log_request(error.code()),
+            _ => {}
+        }
+        progress
+    }
+
+    async fn advance(&mut self) -> Option<Progress> {
         loop {
             match &mut self.phase {
                 Phase::Over => return None,
@@ -197,9 +218,12 @@ impl Completion {
     }
 
     async fn enter_queue(&mut self) -> Result<(), ApiError> {
-        let limit = (Instant::now() + self.engine.queue_timeout).min(self.job.deadline.at);
+        let entered = Instant::now();
+        let limit = (entered + self.engine.queue_timeout).min(self.job.deadline.at);
         let acquire = self.engine.inflight.clone().acquire_owned();
-        match timeout_at(limit, acquire).await {
+        let acquired = timeout_at(limit, acquire).await;
+        self.queued = entered.elapsed();
+        match acquired {
             Ok(Ok(permit)) => {
                 self.permit = Some(permit);
                 Ok(())
@@ -323,6 +347,7 @@ impl Completion {
         };
         self.log_attempt(outcome, failure.kind.detail(), Some(wait));
         self.engine.metrics.retry(reason);
+        self.waited += wait;
         self.phase = Phase::Waiting(now + wait);
         Progress::Retry {
             attempt: self.attempt,
@@ -332,20 +357,53 @@ impl Completion {
         }
     }
 
+    /// One line per attempt: what happened and what the loop does next
+    /// (`decision` = `retry` after `wait_ms`, or `stop`).
     fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
-        let elapsed_ms = (Instant::now() - self.job.deadline.started).as_millis() as u64;
+        let (route, task) = route_and_task(&self.job.label);
         let decision = if retry_in.is_some() { "retry" } else { "stop" };
         tracing::info!(
             request_id = %self.job.request_id,
-            route = %self.job.label,
+            route,
+            task,
             attempt = self.attempt,
-            elapsed_ms,
+            elapsed_ms = self.elapsed_ms(),
             outcome,
             decision,
-            wait_ms = retry_in.map(|w| w.as_millis() as u64),
+            wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
             detail,
             "attempt ended"
         );
+    }
+
+    /// One line per request: `outcome` is `ok`, the error code, or `cancelled`;
+    /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
+    fn log_request(&self, outcome: &str) {
+        let (route, task) = route_and_task(&self.job.label);
+        tracing::info!(
+            request_id = %self.job.request_id,
+            route,
+            task,
+            attempt = self.attempt,
+            elapsed_ms = self.elapsed_ms(),
+            outcome,
+            wait_ms = self.waited.as_millis() as u64,
+            queue_ms = self.queued.as_millis() as u64,
+            "completion ended"
+        );
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        (Instant::now() - self.job.deadline.started).as_millis() as u64
+    }
+}
+
+/// A job's label is its route, or for a task its name.
+fn route_and_task(label: &str) -> (&str, Option<&str>) {
+    if label.starts_with('/') {
+        (label, None)
+    } else {
+        ("/v1/tasks/{name}", Some(label))
     }
 }
 
@@ -354,6 +412,9 @@ impl Drop for Completion {
         if matches!(self.phase, Phase::Connecting | Phase::Streaming(_)) {
             self.engine.metrics.attempt("cancelled");
             self.log_attempt("cancelled", "the client went away", None);
+        }
+        if !matches!(self.phase, Phase::Over) {
+            self.log_request("cancelled");
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -55,6 +55,7 @@ impl Metrics {
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS)
             .map(PrometheusBuilder::build_recorder)
             .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        describe(&recorder);
         let labelled = |name: &'static str, label: &'static str, values: &[&'static str]| {
             values
                 .iter()
@@ -148,6 +149,39 @@ impl Drop for InflightGuard {
     fn drop(&mut self) {
         self.0.decrement(1.0);
     }
+}
+
+/// The `# HELP` lines of the exposition.
+fn describe(recorder: &PrometheusRecorder) {
+    let counters = [
+        (
+            "ladle_requests_total",
+            "Answered requests by route and HTTP status.",
+        ),
+        (
+            "ladle_upstream_attempts_total",
+            "Ended upstream attempts by outcome.",
+        ),
+        ("ladle_retries_total", "Retries by reason."),
+    ];
+    for (name, help) in counters {
+        recorder.describe_counter(KeyName::from(name), None, help.into());
+    }
+    recorder.describe_histogram(
+        KeyName::from("ladle_request_duration_seconds"),
+        Some(Unit::Seconds),
+        "From arrival to the end of the response body, streams included.".into(),
+    );
+    recorder.describe_histogram(
+        KeyName::from("ladle_time_to_first_output_seconds"),
+        Some(Unit::Seconds),
+        "From arrival to the first output chunk of a completion.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_inflight_requests"),
+        None,
+        "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
+    );
 }
 
 fn count(counters: &[(&'static str, Counter)], label: &str) {

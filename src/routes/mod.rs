@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::ops::body_deadline::{self, BodyTimedOut};
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.
@@ -39,6 +40,8 @@ pub async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<By
         .map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::BodyTooLarge(limit)
+            } else if body_deadline::timed_out(&rejection) {
+                ApiError::InvalidRequest(BodyTimedOut.to_string())
             } else {
                 ApiError::InvalidRequest(format!("could not read the body: {rejection}"))
             }

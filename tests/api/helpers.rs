@@ -69,29 +69,50 @@ pub fn prompts_copy() -> PathBuf {
 
 /// Starts a gateway with the fast config, changed by `adjust`.
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_until(adjust, std::future::pending()).await.0
+}
+
+/// Starts a gateway that shuts down when `shutdown` resolves; the handle ends
+/// when the server has stopped.
+pub async fn spawn_app_until(
+    adjust: impl FnOnce(&mut Config),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (TestApp, tokio::task::JoinHandle<std::io::Result<()>>) {
     let upstream = MockUpstream::start().await;
     let prompts_dir = prompts_copy();
     let mut config = fast_config(&prompts_dir);
     config.upstream_api_key = Secret::new(API_KEY);
     adjust(&mut config);
-    let base = spawn_gateway(config, &upstream.url).await;
-    TestApp {
+    let (base, server) = spawn_gateway_until(config, &upstream.url, shutdown).await;
+    let app = TestApp {
         base,
         upstream,
         prompts_dir,
         client: reqwest::Client::new(),
-    }
+    };
+    (app, server)
 }
 
 /// Serves a gateway for `config` in front of `upstream_url`; returns its base URL.
 pub async fn spawn_gateway(config: Config, upstream_url: &str) -> String {
+    spawn_gateway_until(config, upstream_url, std::future::pending())
+        .await
+        .0
+}
+
+/// Serves a gateway until `shutdown` resolves; returns its base URL and the
+/// server's handle, which ends when the server has stopped.
+pub async fn spawn_gateway_until(
+    config: Config,
+    upstream_url: &str,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind gateway");
     let base = format!("http://{}", listener.local_addr().expect("gateway address"));
     let state = AppState::new(config, upstream_url).expect("state builds");
-    tokio::spawn(app::serve(listener, state, std::future::pending()));
-    base
+    (base, tokio::spawn(app::serve(listener, state, shutdown)))
 }
 
 /// Starts a gateway with the fast config.

@@ -3,11 +3,13 @@
 //! a UTF-8 character, reset the connection, and it records each request and when
 //! the gateway closed its socket.
 //!
-//! Each connection plays the next script in the queue (then the fallback script).
+//! Each connection plays the next script in the queue, then the next one of the
+//! cycle (round robin), then the fallback script.
 //! Responses are close-delimited (`Connection: close`, no length), so a script's
 //! end is the body's end.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +53,8 @@ pub struct Recorded {
 #[derive(Default)]
 struct State {
     scripts: VecDeque<Script>,
+    cycle: Vec<Script>,
+    turn: usize,
     fallback: Option<Script>,
     requests: Vec<Recorded>,
 }
@@ -61,6 +65,7 @@ pub struct MockUpstream {
     /// Base URL for `LADLE_UPSTREAM_URL`.
     pub url: String,
     state: Arc<Mutex<State>>,
+    open: Arc<AtomicUsize>,
 }
 
 impl MockUpstream {
@@ -71,13 +76,29 @@ impl MockUpstream {
             .expect("bind mock upstream");
         let url = format!("http://{}/v1", listener.local_addr().expect("mock address"));
         let state = Arc::new(Mutex::new(State::default()));
-        let shared = state.clone();
+        let open = Arc::new(AtomicUsize::new(0));
+        let (shared, counter) = (state.clone(), open.clone());
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(serve(socket, shared.clone()));
+                let guard = OpenSocket::new(counter.clone());
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    serve(socket, state).await;
+                    drop(guard);
+                });
             }
         });
-        MockUpstream { url, state }
+        MockUpstream { url, state, open }
+    }
+
+    /// Scripts played in turn, round robin, once the queue is empty.
+    pub fn cycle(&self, scripts: impl IntoIterator<Item = Script>) {
+        self.lock().cycle = scripts.into_iter().collect();
+    }
+
+    /// Sockets accepted and not yet closed.
+    pub fn open_sockets(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
     }
 
     /// Queues scripts, one per coming request.
@@ -128,12 +149,37 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
     };
     let script = {
         let mut state = state.lock().expect("mock state lock");
-        state.scripts.pop_front().or_else(|| state.fallback.clone())
+        let state = &mut *state;
+        state
+            .scripts
+            .pop_front()
+            .or_else(|| {
+                let turn = state.turn;
+                state.turn += 1;
+                state.cycle.get(turn % state.cycle.len().max(1)).cloned()
+            })
+            .or_else(|| state.fallback.clone())
     }
     .unwrap_or_else(|| status(500, "no script left"));
     let closed_by_peer = play(&mut socket, script).await;
     if closed_by_peer {
         state.lock().expect("mock state lock").requests[index].closed = Some(Instant::now());
+    }
+}
+
+/// Counts a socket as open until dropped.
+struct OpenSocket(Arc<AtomicUsize>);
+
+impl OpenSocket {
+    fn new(counter: Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        OpenSocket(counter)
+    }
+}
+
+impl Drop for OpenSocket {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

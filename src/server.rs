@@ -1,0 +1,92 @@
+//! Serving connections: HTTP/1.1 on hyper, with a header-read timeout and a
+//! graceful drain.
+//!
+//! `axum::serve` cannot set hyper's header-read timeout, so this is its accept
+//! loop written out. Each connection is served by hyper's HTTP/1 builder with a
+//! timer, so a client that does not send a whole request head within
+//! `header_read_timeout` (also between requests on a keep-alive connection) is
+//! disconnected. When `shutdown` resolves, the listener is closed at once (new
+//! connections are refused), idle connections close, and running requests and
+//! streams finish; whatever is still open after the drain limit is dropped, so a
+//! client that stops reading cannot hold the process forever.
+
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+/// How long the accept loop pauses after a failed accept (out of file descriptors,
+/// say) instead of spinning.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Serves `app` on `listener` until `shutdown` resolves, then drains for at most
+/// `drain_limit()`.
+pub async fn run(
+    listener: TcpListener,
+    app: Router,
+    header_read_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+    drain_limit: impl FnOnce() -> Duration,
+) -> io::Result<()> {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) if is_connection_error(&error) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(ACCEPT_PAUSE) => continue,
+                    }
+                }
+            },
+        };
+        // SSE chunks are small; Nagle's algorithm would hold them back.
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    let limit = drain_limit();
+    tracing::info!(
+        open_connections = graceful.count(),
+        drain_limit_ms = limit.as_millis() as u64,
+        "stopped accepting; letting running requests finish"
+    );
+    if tokio::time::timeout(limit, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the drain limit are dropped");
+    }
+    Ok(())
+}
+
+/// Errors of one connection, not of the listener.
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
