@@ -8,6 +8,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::HeaderName;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use futures_util::Stream;
 use serde_json::{Map, Value};
 use tokio::net::TcpListener;
@@ -154,6 +155,13 @@ pub async fn serve(
             // File reads block; keep them off the async workers.
             let _ = tokio::task::spawn_blocking(move || prompts.refresh()).await;
         }
+    });
+    // Chunks are small and written one by one as they arrive; with Nagle's
+    // algorithm on, a chunk written while the previous one is unacknowledged waits
+    // for the client's delayed ACK (up to 40 ms on Linux). The upstream client sets
+    // `tcp_nodelay` too.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
     });
     let result = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)

@@ -153,12 +153,14 @@ fn targets(blocks: &[Block], micro: &Micro, memory: &Memory) -> String {
         }
     }
     if let Some(block) = find(true, 500) {
-        let added = ratio(block, |row| row.added.map(|a| a[1]));
+        // At c=500 queueing dominates and nginx's added p99 can come out at or below
+        // zero, so the verdict reads the TTFT p99 itself; the added ratio is shown too.
+        let added = ratio(block, |row| row.added.map(|a| a[1]).filter(|a| *a > 0.0));
         let raw = ratio(block, |row| Some(row.ttft[1]));
         let _ = writeln!(
             out,
-            "- TTFT p99 at c=500 ≤ 2× nginx: {} (added p99 {added:.2}×; raw p99 {raw:.2}×).",
-            verdict(added <= 2.0)
+            "- TTFT p99 at c=500 ≤ 2× nginx: {} (raw p99 {raw:.2}×; added p99 {added:.2}×).",
+            verdict(raw <= 2.0)
         );
     }
     let cpu: Vec<(usize, f64)> = blocks
