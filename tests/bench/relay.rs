@@ -27,7 +27,11 @@ use procs::Proc;
 use report::{Block, Memory, Row, Setup};
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` adds `--bench`; it means nothing here.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let result = if args.first().map(String::as_str) == Some("--mock-upstream") {
         mock::run(&args[1..])
     } else if args.first().map(String::as_str) == Some("--drive") {
