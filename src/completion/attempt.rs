@@ -6,12 +6,13 @@
 //! idle timer runs from sending the request to the first event and between events;
 //! comments produce no event, so they never reset it.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use super::failure::{AttemptFailure, FailureKind};
 use crate::retry::Deadline;
@@ -43,6 +44,10 @@ pub struct Attempt {
     mode: Mode,
     idle: Duration,
     idle_until: Instant,
+    /// One timer for every read of the attempt, moved forward rather than created
+    /// anew per read: extending a registered tokio timer is an atomic store, while a
+    /// fresh one takes the timer wheel's lock to register and again to cancel.
+    timer: Pin<Box<Sleep>>,
     deadline: Deadline,
     output_began: bool,
     finished: bool,
@@ -78,6 +83,7 @@ impl Attempt {
             mode: Mode::Stream,
             idle,
             idle_until,
+            timer: Box::pin(sleep_until(idle_until.min(deadline.at))),
             deadline,
             output_began: false,
             finished: false,
@@ -215,14 +221,22 @@ impl Attempt {
 
     /// The next piece of the body, bounded by the idle timer and the deadline.
     async fn read(&mut self) -> Result<Option<Bytes>, AttemptFailure> {
-        match timeout_at(self.idle_until.min(self.deadline.at), self.body.next()).await {
-            Err(_) => Err(AttemptFailure::new(timer_kind(
+        let until = self.idle_until.min(self.deadline.at);
+        if self.timer.deadline() != until {
+            self.timer.as_mut().reset(until);
+        }
+        // The body is polled first, as `timeout_at` would: bytes that are ready win.
+        tokio::select! {
+            biased;
+            next = self.body.next() => match next {
+                None => Ok(None),
+                Some(Ok(bytes)) => Ok(Some(bytes)),
+                Some(Err(text)) => Err(AttemptFailure::new(FailureKind::Io(text))),
+            },
+            () = self.timer.as_mut() => Err(AttemptFailure::new(timer_kind(
                 self.idle_until,
                 self.deadline,
             ))),
-            Ok(None) => Ok(None),
-            Ok(Some(Ok(bytes))) => Ok(Some(bytes)),
-            Ok(Some(Err(text))) => Err(AttemptFailure::new(FailureKind::Io(text))),
         }
     }
 }

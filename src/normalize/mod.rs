@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn the_golden_sample_normalizes_to_the_expected_output() {
         // Arrange
-        let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/samples/");
+        let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
         let raw = std::fs::read_to_string(format!("{samples}recipe-raw-model-output.txt"))
             .expect("the raw sample exists beside the crate");
         let expected = std::fs::read_to_string(format!("{samples}recipe-normalized.json"))

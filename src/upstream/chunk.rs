@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// What one SSE `data` payload says.
@@ -59,8 +60,9 @@ pub struct MalformedChunk(String);
 
 #[derive(Deserialize)]
 struct Wire<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<WireChoice<'a>>,
+    /// Only the first choice matters; the others are skipped without being built.
+    #[serde(default, borrow, deserialize_with = "first_choice")]
+    choices: Option<WireChoice<'a>>,
     #[serde(default)]
     usage: Option<Value>,
     #[serde(default)]
@@ -107,7 +109,7 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
         }),
         ..Chunk::default()
     };
-    if let Some(choice) = wire.choices.into_iter().next() {
+    if let Some(choice) = wire.choices {
         chunk.finish_reason = choice.finish_reason.map(Cow::into_owned);
         if let Some(delta) = choice.delta {
             chunk.content = delta.content.filter(|s| !s.is_empty());
@@ -118,6 +120,28 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
         }
     }
     Ok(Parsed::Chunk(chunk))
+}
+
+/// The first element of the `choices` array. This runs once per streamed chunk, so
+/// it skips the rest in place instead of collecting a `Vec` only to keep one.
+fn first_choice<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<WireChoice<'de>>, D::Error> {
+    struct First;
+    impl<'de> Visitor<'de> for First {
+        type Value = Option<WireChoice<'de>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a sequence")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element()?;
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+    }
+    deserializer.deserialize_seq(First)
 }
 
 /// The human message of an `error` value, whatever its shape.

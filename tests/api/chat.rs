@@ -465,3 +465,45 @@ async fn a_non_streaming_client_that_gives_up_closes_the_upstream_socket_too() {
         ms(gone, closed)
     );
 }
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+#[tokio::test]
+async fn the_sample_stream_with_reasoning_usage_and_keep_alives_is_assembled_faithfully() {
+    let app = spawn_app().await;
+    let sample = fixture("stream-reasoning-then-content.sse");
+    app.upstream.push([sse(vec![Step::Send(sample)])]);
+    let body = json_of(app.chat(false).await).await;
+    let message = &body["choices"][0]["message"];
+    assert_eq!(
+        message["reasoning_content"],
+        "用户想要香酥鸭，需要先腌后卤再炸，营养按每人份估算。"
+    );
+    assert!(
+        message["content"]
+            .as_str()
+            .expect("content")
+            .starts_with("{\"title\": \"香酥鸭\"")
+    );
+    assert_eq!(body["usage"]["total_tokens"], 2008);
+    assert_eq!(body["model"], "glm-4-plus");
+    assert_eq!(body["id"], "chatcmpl-7f3a");
+}
+
+#[tokio::test]
+async fn the_sample_busy_error_stream_is_retried_as_busy() {
+    let app = spawn_app().await;
+    let sample = fixture("stream-busy-error.sse");
+    app.upstream
+        .push([sse(vec![Step::Send(sample)]), sse_answer(&["好"])]);
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"busy\"}").await,
+        1.0
+    );
+}

@@ -6,7 +6,7 @@ use crate::helpers::*;
 use crate::mock_upstream::*;
 
 fn sample(name: &str) -> String {
-    let path = format!("{}/../shared/samples/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
 }
 
