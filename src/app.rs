@@ -17,10 +17,9 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 
 use crate::completion::{Completion, Engine, Job, Progress};
 use crate::config::Config;
-use crate::normalize::OutputKind;
 use crate::ops::metrics::Metrics;
 use crate::ops::request_id::{HEADER, RequestId};
-use crate::prompts::{FileStore, PromptStore};
+use crate::prompts::{FileStore, Prompt, PromptStore};
 use crate::retry::{Deadline, RetryPolicy};
 use crate::routes::{self, BodyLimit};
 use crate::upstream::Upstream;
@@ -72,38 +71,34 @@ impl AppState {
         })
     }
 
-    /// The retry policy for a request, with a task's own `min_remaining` if it has one.
-    pub fn policy(&self, min_remaining: Option<Duration>) -> RetryPolicy {
-        let config = &self.config;
-        RetryPolicy {
-            max_attempts: config.max_attempts,
-            backoff_base: config.backoff_base,
-            backoff_max: config.backoff_max,
-            early_retry_window: config.early_retry_window,
-            min_remaining: min_remaining.unwrap_or(config.min_remaining),
-            retry_after_output: true,
-        }
-    }
-
-    /// A job for the attempt loop; the deadline runs from the request's arrival.
-    #[allow(clippy::too_many_arguments)]
+    /// A job for the attempt loop: the chat route's settings, or a task's own
+    /// deadline, reserve and output kind. The deadline runs from the request's arrival.
     pub fn job(
         &self,
         arrived: Instant,
         request_id: &RequestId,
-        label: &str,
         body: &Map<String, Value>,
-        policy: RetryPolicy,
-        budget: Duration,
-        output: Option<OutputKind>,
+        task: Option<&Prompt>,
     ) -> Job {
+        let config = &self.config;
+        let policy = RetryPolicy {
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+            early_retry_window: config.early_retry_window,
+            min_remaining: task
+                .and_then(|t| t.min_remaining)
+                .unwrap_or(config.min_remaining),
+            retry_after_output: true,
+        };
+        let budget = task.and_then(|t| t.deadline).unwrap_or(config.deadline);
         Job {
             body: serde_json::to_vec(body).unwrap_or_default().into(),
             policy,
             deadline: Deadline::after(arrived, budget),
-            output,
+            output: task.map(|t| t.output),
             request_id: request_id.to_string(),
-            label: label.to_owned(),
+            task: task.map(|t| t.name.clone()),
         }
     }
 

@@ -8,6 +8,9 @@
 
 pub mod attempt;
 pub mod failure;
+mod progress;
+
+pub use progress::{Finished, Progress};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,53 +66,19 @@ pub struct Job {
     pub output: Option<OutputKind>,
     /// For logs: the request id.
     pub request_id: String,
-    /// For logs and metrics: the route or task.
-    pub label: String,
+    /// For logs: the task's name; `None` for the chat route.
+    pub task: Option<String>,
 }
 
-/// What happens, in order, as a request is completed.
-#[derive(Debug)]
-pub enum Progress {
-    /// Attempt `n` (1-based) starts.
-    Attempt(u32),
-    /// A data chunk of the current attempt (output or not).
-    Chunk(Received),
-    /// The attempt failed and another follows after `wait`.
-    Retry {
-        /// The attempt that failed.
-        attempt: u32,
-        /// `busy`, `not_started` or `failed`.
-        reason: &'static str,
-        /// How long until the next attempt.
-        wait: Duration,
-        /// Whether the failed attempt had produced output, which is now void.
-        output_began: bool,
-    },
-    /// The request succeeded.
-    Finished(Finished),
-    /// The request failed for good.
-    Failed(ApiError),
-}
-
-/// A whole answer.
-#[derive(Debug, Clone)]
-pub struct Finished {
-    /// All content of the successful attempt.
-    pub content: String,
-    /// All reasoning of the successful attempt.
-    pub reasoning: String,
-    /// The upstream's finish reason.
-    pub finish_reason: Option<String>,
-    /// The upstream's usage report.
-    pub usage: Option<Value>,
-    /// The upstream completion's id and model.
-    pub meta: Meta,
-    /// The normalized output, when the job asked for an output kind.
-    pub output: Option<Value>,
-    /// Attempts made, the successful one included.
-    pub attempts: u32,
-    /// Time since the request arrived.
-    pub elapsed: Duration,
+impl Job {
+    /// The route the job came from, for logs.
+    fn route(&self) -> &'static str {
+        if self.task.is_some() {
+            "/v1/tasks/{name}"
+        } else {
+            "/v1/chat/completions"
+        }
+    }
 }
 
 enum Phase {
@@ -148,6 +117,29 @@ struct Answer {
     finish_reason: Option<String>,
     usage: Option<Value>,
     meta: Meta,
+}
+
+impl Answer {
+    /// Adds what one chunk wrote.
+    fn absorb(&mut self, chunk: &Chunk) {
+        if let Some(content) = &chunk.content {
+            self.content.push_str(content);
+        }
+        if let Some(reasoning) = &chunk.reasoning {
+            self.reasoning.push_str(reasoning);
+        }
+        if let Some(reason) = &chunk.finish_reason {
+            self.finish_reason = Some(reason.clone());
+        }
+        if let Some(usage) = &chunk.usage {
+            self.usage = Some(usage.clone());
+        }
+        if let Some(meta) = &chunk.meta
+            && self.meta.id.is_none()
+        {
+            self.meta = meta.clone();
+        }
+    }
 }
 
 impl Completion {
@@ -262,25 +254,8 @@ impl Completion {
     }
 
     fn on_chunk(&mut self, received: Received) -> Progress {
-        let chunk: &Chunk = &received.chunk;
-        if let Some(content) = &chunk.content {
-            self.answer.content.push_str(content);
-        }
-        if let Some(reasoning) = &chunk.reasoning {
-            self.answer.reasoning.push_str(reasoning);
-        }
-        if let Some(reason) = &chunk.finish_reason {
-            self.answer.finish_reason = Some(reason.clone());
-        }
-        if let Some(usage) = &chunk.usage {
-            self.answer.usage = Some(usage.clone());
-        }
-        if let Some(meta) = &chunk.meta
-            && self.answer.meta.id.is_none()
-        {
-            self.answer.meta = meta.clone();
-        }
-        if chunk.is_output() && !self.first_output_seen {
+        self.answer.absorb(&received.chunk);
+        if received.chunk.is_output() && !self.first_output_seen {
             self.first_output_seen = true;
             let elapsed = Instant::now() - self.job.deadline.started;
             self.engine.metrics.first_output(elapsed);
@@ -360,12 +335,11 @@ impl Completion {
     /// One line per attempt: what happened and what the loop does next
     /// (`decision` = `retry` after `wait_ms`, or `stop`).
     fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
-        let (route, task) = route_and_task(&self.job.label);
         let decision = if retry_in.is_some() { "retry" } else { "stop" };
         tracing::info!(
             request_id = %self.job.request_id,
-            route,
-            task,
+            route = self.job.route(),
+            task = self.job.task.as_deref(),
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
             outcome,
@@ -379,11 +353,10 @@ impl Completion {
     /// One line per request: `outcome` is `ok`, the error code, or `cancelled`;
     /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
     fn log_request(&self, outcome: &str) {
-        let (route, task) = route_and_task(&self.job.label);
         tracing::info!(
             request_id = %self.job.request_id,
-            route,
-            task,
+            route = self.job.route(),
+            task = self.job.task.as_deref(),
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
             outcome,
@@ -395,15 +368,6 @@ impl Completion {
 
     fn elapsed_ms(&self) -> u64 {
         (Instant::now() - self.job.deadline.started).as_millis() as u64
-    }
-}
-
-/// A job's label is its route, or for a task its name.
-fn route_and_task(label: &str) -> (&str, Option<&str>) {
-    if label.starts_with('/') {
-        (label, None)
-    } else {
-        ("/v1/tasks/{name}", Some(label))
     }
 }
 

@@ -115,7 +115,7 @@ async fn run(
         deadline: Deadline::after(started, budget),
         output: None,
         request_id: "test".into(),
-        label: "test".into(),
+        task: None,
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(engine), job)
         .into_stream()

@@ -45,18 +45,9 @@ pub async fn completions(
     };
     body.insert("model".into(), Value::String(model.clone()));
     body.insert("stream".into(), Value::Bool(true));
-    let mut policy = app.policy(None);
+    let mut job = app.job(arrived, &request_id, &body, None);
     // A committed stream cannot take words back, so it never retries after output.
-    policy.retry_after_output = !wants_stream;
-    let job = app.job(
-        arrived,
-        &request_id,
-        "/v1/chat/completions",
-        &body,
-        policy,
-        app.config.deadline,
-        None,
-    );
+    job.policy.retry_after_output = !wants_stream;
     let progress = app.complete(job);
     Ok(if wants_stream {
         openai::streaming(progress, request_id.to_string()).await

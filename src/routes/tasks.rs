@@ -48,17 +48,7 @@ pub async fn run(
     body.insert("model".into(), Value::String(model.clone()));
     body.insert("messages".into(), Value::Array(rendered.messages));
     body.insert("stream".into(), Value::Bool(true));
-    let policy = app.policy(prompt.min_remaining);
-    let deadline = prompt.deadline.unwrap_or(app.config.deadline);
-    let job = app.job(
-        arrived,
-        &request_id,
-        &name,
-        &body,
-        policy,
-        deadline,
-        Some(prompt.output),
-    );
+    let job = app.job(arrived, &request_id, &body, Some(&prompt));
     let progress = app.complete(job);
     let call = TaskCall {
         task: name,

@@ -1,0 +1,55 @@
+//! What a completion reports, in order: the vocabulary shared by the attempt loop
+//! and the relays that turn it into the client's format.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::attempt::Received;
+use crate::error::ApiError;
+use crate::upstream::chunk::Meta;
+
+/// What happens, in order, as a request is completed.
+#[derive(Debug)]
+pub enum Progress {
+    /// Attempt `n` (1-based) starts.
+    Attempt(u32),
+    /// A data chunk of the current attempt (output or not).
+    Chunk(Received),
+    /// The attempt failed and another follows after `wait`.
+    Retry {
+        /// The attempt that failed.
+        attempt: u32,
+        /// `busy`, `not_started` or `failed`.
+        reason: &'static str,
+        /// How long until the next attempt.
+        wait: Duration,
+        /// Whether the failed attempt had produced output, which is now void.
+        output_began: bool,
+    },
+    /// The request succeeded.
+    Finished(Finished),
+    /// The request failed for good.
+    Failed(ApiError),
+}
+
+/// A whole answer.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// All content of the successful attempt.
+    pub content: String,
+    /// All reasoning of the successful attempt.
+    pub reasoning: String,
+    /// The upstream's finish reason.
+    pub finish_reason: Option<String>,
+    /// The upstream's usage report.
+    pub usage: Option<Value>,
+    /// The upstream completion's id and model.
+    pub meta: Meta,
+    /// The normalized output, when the job asked for an output kind.
+    pub output: Option<Value>,
+    /// Attempts made, the successful one included.
+    pub attempts: u32,
+    /// Time since the request arrived.
+    pub elapsed: Duration,
+}
