@@ -232,15 +232,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
         data.extend_from_slice(&buf[..n]);
     };
     let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
-    let length = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().to_owned())
-        })
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(0);
+    let length = content_length(&head);
     while data.len() < head_end + length {
         let n = socket.read(&mut buf).await.ok()?;
         if n == 0 {
@@ -249,6 +241,18 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
         data.extend_from_slice(&buf[..n]);
     }
     Some((head, data[head_end..head_end + length].to_vec()))
+}
+
+/// The `Content-Length` of an HTTP head, 0 when absent.
+pub fn content_length(head: &str) -> usize {
+    head.lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().to_owned())
+        })
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0)
 }
 
 // === Script builders ===

@@ -664,15 +664,7 @@ async fn read_response(socket: &mut TcpStream, limit: Duration) -> String {
     loop {
         let text = String::from_utf8_lossy(&all).into_owned();
         if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().to_owned())
-                })
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(0);
+            let length = content_length(&text[..end]);
             if all.len() >= end + 4 + length {
                 return text;
             }
