@@ -43,19 +43,20 @@ pub async fn streaming(
     request_id: String,
 ) -> Response {
     let mut progress = Box::pin(progress);
-    let mut held: Vec<Bytes> = Vec::new();
+    // Events held back until the commit point, already framed as they will be sent.
+    let mut held = BytesMut::new();
     loop {
         match progress.next().await {
             Some(Progress::Chunk(received)) => {
-                held.push(frame(&received.raw));
+                put_event(&mut held, &received.raw);
                 if received.chunk.is_output() {
                     break;
                 }
             }
             Some(Progress::Attempt(_) | Progress::Retry { .. }) => held.clear(),
             Some(Progress::Finished(_)) => {
-                held.push(Bytes::from_static(DONE));
-                return sse(stream::once(std::future::ready(concat(held))).boxed());
+                held.extend_from_slice(DONE);
+                return sse(stream::once(std::future::ready(held.freeze())).boxed());
             }
             Some(Progress::Failed(error)) => return error.into_response(),
             None => {
@@ -66,16 +67,15 @@ pub async fn streaming(
     }
     // Chunks that are already decoded when the client is ready for more go out in
     // one write: under load that saves a syscall and a wake-up per chunk.
-    let first = stream::once(std::future::ready(concat(held)));
+    let first = stream::once(std::future::ready(held.freeze()));
     let rest = progress
         .ready_chunks(MAX_BATCH)
         .map(move |steps| {
-            concat(
-                steps
-                    .into_iter()
-                    .filter_map(|step| after_commit(step, &request_id))
-                    .collect(),
-            )
+            let mut out = BytesMut::new();
+            for step in steps {
+                put_after_commit(&mut out, step, &request_id);
+            }
+            out.freeze()
         })
         .filter(|frames| std::future::ready(!frames.is_empty()));
     sse(first.chain(rest).boxed())
@@ -84,26 +84,14 @@ pub async fn streaming(
 /// Most steps joined into one write.
 const MAX_BATCH: usize = 32;
 
-/// Frames joined into one buffer; a single frame is passed on without a copy.
-fn concat(mut frames: Vec<Bytes>) -> Bytes {
-    if frames.len() == 1 {
-        return frames.pop().unwrap_or_default();
-    }
-    let mut joined = BytesMut::with_capacity(frames.iter().map(Bytes::len).sum());
-    for frame in &frames {
-        joined.extend_from_slice(frame);
-    }
-    joined.freeze()
-}
-
-/// What a committed stream sends for each later step.
-fn after_commit(step: Progress, request_id: &str) -> Option<Bytes> {
+/// Writes what a committed stream sends for a later step.
+fn put_after_commit(out: &mut BytesMut, step: Progress, request_id: &str) {
     match step {
-        Progress::Chunk(received) => Some(frame(&received.raw)),
-        Progress::Finished(_) => Some(Bytes::from_static(DONE)),
-        Progress::Failed(error) => Some(frame(error.body(request_id).to_string().as_bytes())),
+        Progress::Chunk(received) => put_event(out, &received.raw),
+        Progress::Finished(_) => out.extend_from_slice(DONE),
+        Progress::Failed(error) => put_event(out, error.body(request_id).to_string().as_bytes()),
         // The policy never retries a committed stream, so no new attempt follows.
-        Progress::Attempt(_) | Progress::Retry { .. } => None,
+        Progress::Attempt(_) | Progress::Retry { .. } => {}
     }
 }
 
@@ -120,13 +108,12 @@ fn sse(body: futures_util::stream::BoxStream<'static, Bytes>) -> Response {
     response
 }
 
-/// One `data:` event around a payload, in a single buffer.
-fn frame(payload: &[u8]) -> Bytes {
-    let mut event = BytesMut::with_capacity(payload.len() + 8);
-    event.extend_from_slice(b"data: ");
-    event.extend_from_slice(payload);
-    event.extend_from_slice(b"\n\n");
-    event.freeze()
+/// Appends one `data:` event around a payload.
+fn put_event(out: &mut BytesMut, payload: &[u8]) {
+    out.reserve(payload.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\n\n");
 }
 
 /// The `chat.completion` object for a finished completion.
