@@ -132,7 +132,11 @@ fn first_choice<'de, D: Deserializer<'de>>(
         type Value = Option<WireChoice<'de>>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a sequence")
+            f.write_str("a sequence or null")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
@@ -141,7 +145,7 @@ fn first_choice<'de, D: Deserializer<'de>>(
             Ok(first)
         }
     }
-    deserializer.deserialize_seq(First)
+    deserializer.deserialize_any(First)
 }
 
 /// The human message of an `error` value, whatever its shape.
@@ -180,6 +184,7 @@ mod tests {
             r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
             r#"{"choices":[{"delta":{"role":"assistant"}}]}"#,
             r#"{"choices":[],"usage":{"total_tokens":3}}"#,
+            r#"{"choices":null,"usage":{"total_tokens":3}}"#,
             r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
             r#"{"choices":[{"delta":{"content":null,"reasoning_content":""}}]}"#,
         ];
