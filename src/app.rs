@@ -22,7 +22,7 @@ use crate::ops::request_id::{HEADER, RequestId};
 use crate::prompts::{FileStore, Prompt, PromptStore};
 use crate::retry::{Deadline, RetryPolicy};
 use crate::routes::{self, BodyLimit};
-use crate::upstream::Upstream;
+use crate::upstream::{ConnectOptions, Upstream};
 
 /// Everything a handler may use.
 #[derive(Clone)]
@@ -51,7 +51,10 @@ impl AppState {
             "primary",
             upstream_url,
             config.upstream_api_key.clone(),
-            config.connect_timeout,
+            &ConnectOptions {
+                timeout: config.connect_timeout,
+                ca_file: config.upstream_ca_file.clone(),
+            },
         )?;
         let metrics = Metrics::new();
         let engine = Engine {

@@ -49,8 +49,8 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match cli.command.unwrap_or(Command::Serve) {
         Command::Check => check(&config),
-        Command::Serve => run_async(serve(config)),
-        Command::Demo => run_async(run_demo(config)),
+        Command::Serve => run_async(config.workers, serve(config)),
+        Command::Demo => run_async(config.workers, run_demo(config)),
     }
 }
 
@@ -67,8 +67,18 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
     Config::load(text.as_deref(), &env)
 }
 
-fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
+fn run_async(
+    workers: usize,
+    work: impl std::future::Future<Output = Result<(), String>>,
+) -> ExitCode {
+    let mut builder = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if workers > 1 {
+        builder.worker_threads(workers);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("ladle: cannot start the runtime: {error}");

@@ -103,6 +103,13 @@ pub struct Config {
     /// Longest time from a request's arrival to the end of its body (not in the
     /// contract; `LADLE_BODY_READ_TIMEOUT_MS`, default 30000).
     pub body_read_timeout: Duration,
+    /// Threads that run requests; 1 runs everything on one thread, with no
+    /// hand-offs between threads at all (not in the contract; `LADLE_WORKERS`,
+    /// default 0: one per CPU core).
+    pub workers: usize,
+    /// Extra CA certificates (PEM) trusted for an `https` upstream (not in the
+    /// contract; `LADLE_UPSTREAM_CA_FILE`).
+    pub upstream_ca_file: Option<PathBuf>,
 }
 
 /// Why the configuration cannot be used; always names the key.
@@ -225,6 +232,8 @@ impl Config {
             prompt_reload: src.millis("LADLE_PROMPT_RELOAD_MS", 1_000)?,
             header_read_timeout: src.millis("LADLE_HEADER_READ_TIMEOUT_MS", 30_000)?,
             body_read_timeout: src.millis("LADLE_BODY_READ_TIMEOUT_MS", 30_000)?,
+            workers: src.parsed("LADLE_WORKERS", 0)?,
+            upstream_ca_file: src.optional("LADLE_UPSTREAM_CA_FILE")?.map(PathBuf::from),
         };
         config.validate()?;
         Ok(config)

@@ -2,7 +2,8 @@
 //!
 //! Codemap (the README's `## Architecture` has the whole map):
 //! - `config`: one validated `Config` from TOML and `LADLE_*` variables.
-//! - `upstream`: the only reqwest user; `sse` and `chunk` parse without HTTP.
+//! - `upstream`: the only HTTP client (hyper's HTTP/1, driven by the reading task);
+//!   `sse` and `chunk` parse without HTTP.
 //! - `retry`: the retry policy as pure functions.
 //! - `completion`: the attempt loop under one deadline; the only code that sleeps.
 //! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.

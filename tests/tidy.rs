@@ -67,8 +67,10 @@ fn only_the_attempt_loop_sleeps() {
 }
 
 #[test]
-fn only_the_upstream_module_touches_reqwest() {
-    assert_eq!(offenders("reqwest", &["upstream/"]), Vec::<String>::new());
+fn only_the_upstream_module_is_an_http_client() {
+    for client in ["hyper::client", "tokio_rustls", "reqwest"] {
+        assert_eq!(offenders(client, &["upstream/"]), Vec::<String>::new());
+    }
 }
 
 #[test]

@@ -1,15 +1,19 @@
-//! The upstream client: the only module that touches reqwest.
+//! The upstream client: the only module that speaks HTTP to an upstream.
 //!
 //! An [`Upstream`] is a value (name, client, URL, key), never a global, so several
 //! of them can sit behind the attempt loop later. It sends one POST and hands back
 //! the status, the headers the retry policy needs, and the body as a byte stream.
 //! Parsing lives in `sse` and `chunk`; timeouts and retries live in `completion`.
-//! reqwest never retries or redirects a POST here, and there is no reconnect logic
-//! anywhere: a second request is always the attempt loop's decision.
+//! Nothing here retries or redirects a POST; the one exception is a pooled
+//! connection that turns out closed before the request went out, which is replaced
+//! by a fresh one. A second request is always the attempt loop's decision.
 
 pub mod chunk;
+mod connection;
+mod exchange;
 pub mod sse;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +21,12 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use reqwest::header::{self, HeaderMap};
+use http_body_util::Full;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Request, Uri};
+
+use self::connection::{Connection, Connector, Pool};
+use self::exchange::BodyStream;
 
 use crate::config::Secret;
 
@@ -29,18 +38,33 @@ pub struct Upstream {
     api_key: Secret,
 }
 
-/// How one request reaches an upstream: reqwest in production, a scripted fake when
+/// How one request reaches an upstream: HTTP in production, a scripted fake when
 /// a test runs the attempt loop under paused time.
 pub trait Transport: Send + Sync {
     /// Sends one attempt's request body; resolves when the response headers arrive.
     fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>>;
 }
 
-/// The production transport: one reqwest client, connection pooling included.
+/// The production transport: HTTP/1.1 over pooled connections, each driven by the
+/// task that reads its answer (see `exchange`).
 struct HttpTransport {
-    client: reqwest::Client,
-    chat_url: String,
-    api_key: Secret,
+    connector: Connector,
+    pool: Arc<Pool>,
+    /// `Host`, as the URL gives it.
+    authority: HeaderValue,
+    /// The path of `{base_url}/chat/completions`.
+    path: String,
+    /// `Bearer {key}`, marked sensitive; `None` when no key is set.
+    authorization: Option<HeaderValue>,
+}
+
+/// How connections to an upstream are made.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// Longest wait for TCP and TLS to be ready.
+    pub timeout: Duration,
+    /// A PEM file of extra trusted CA certificates, for `https` upstreams.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// How the upstream framed its body.
@@ -81,20 +105,9 @@ impl Upstream {
         name: &str,
         base_url: &str,
         api_key: Secret,
-        connect_timeout: Duration,
+        connect: &ConnectOptions,
     ) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let transport = HttpTransport {
-            client,
-            chat_url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-            api_key: api_key.clone(),
-        };
+        let transport = HttpTransport::new(base_url, &api_key, connect)?;
         Ok(Upstream::with_transport(name, Arc::new(transport), api_key))
     }
 
@@ -131,43 +144,91 @@ impl Upstream {
     }
 }
 
-impl Transport for HttpTransport {
-    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
-        Box::pin(async move {
-            let mut request = self
-                .client
-                .post(&self.chat_url)
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "text/event-stream, application/json")
-                .body(body);
-            if !self.api_key.is_empty() {
-                request = request.bearer_auth(self.api_key.expose());
-            }
-            let response = request.send().await.map_err(|e| send_error(&e))?;
-            let status = response.status().as_u16();
-            let retry_after = retry_after(response.headers());
-            let kind = body_kind(response.headers());
-            let body = response
-                .bytes_stream()
-                .map(|r| r.map_err(|e| error_chain(&e)))
-                .boxed();
-            Ok(UpstreamResponse {
-                status,
-                retry_after,
-                kind,
-                body,
-            })
+impl HttpTransport {
+    fn new(base_url: &str, api_key: &Secret, connect: &ConnectOptions) -> Result<Self, String> {
+        let invalid = |why: &str| format!("the upstream URL `{base_url}` {why}");
+        let uri: Uri = base_url.parse().map_err(|_| invalid("does not parse"))?;
+        let tls = match uri.scheme_str() {
+            Some("http") => None,
+            Some("https") => Some(connection::tls_connector(connect.ca_file.as_deref())?),
+            _ => return Err(invalid("is neither http:// nor https://")),
+        };
+        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority
+            .port_u16()
+            .unwrap_or(if tls.is_some() { 443 } else { 80 });
+        let authorization = if api_key.is_empty() {
+            None
+        } else {
+            let mut value = HeaderValue::try_from(format!("Bearer {}", api_key.expose()))
+                .map_err(|_| "the upstream key is not a valid header value".to_owned())?;
+            value.set_sensitive(true);
+            Some(value)
+        };
+        Ok(HttpTransport {
+            connector: Connector::new(host.to_owned(), port, tls, connect.timeout),
+            pool: Arc::default(),
+            authority: HeaderValue::try_from(authority.as_str())
+                .map_err(|_| invalid("has a bad host"))?,
+            path: format!("{}/chat/completions", uri.path().trim_end_matches('/')),
+            authorization,
         })
+    }
+
+    fn request(&self, body: Bytes) -> Result<Request<Full<Bytes>>, SendError> {
+        let mut request = Request::post(self.path.as_str())
+            .header(header::HOST, self.authority.clone())
+            .header(header::CONTENT_TYPE, JSON.clone())
+            .header(header::ACCEPT, ACCEPT.clone());
+        if let Some(authorization) = &self.authorization {
+            request = request.header(header::AUTHORIZATION, authorization.clone());
+        }
+        request
+            .body(Full::new(body))
+            .map_err(|e| SendError::Io(e.to_string()))
+    }
+
+    /// A pooled connection when one is open, else a new one; and whether it was pooled.
+    async fn connection(&self) -> Result<(Connection, bool), SendError> {
+        if let Some(pooled) = self.pool.take() {
+            return Ok((pooled, true));
+        }
+        let fresh = self.connector.connect().await.map_err(SendError::Connect)?;
+        Ok((fresh, false))
     }
 }
 
-/// reqwest's error text names the URL but never the headers.
-fn send_error(error: &reqwest::Error) -> SendError {
-    let text = error_chain(error);
-    if error.is_connect() || error.is_timeout() {
-        SendError::Connect(text)
-    } else {
-        SendError::Io(text)
+static JSON: HeaderValue = HeaderValue::from_static("application/json");
+static ACCEPT: HeaderValue = HeaderValue::from_static("text/event-stream, application/json");
+
+impl Transport for HttpTransport {
+    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
+        Box::pin(async move {
+            let (mut connection, mut pooled) = self.connection().await?;
+            let (head, connection) = loop {
+                match exchange::send(connection, self.request(body.clone())?).await {
+                    Ok(sent) => break sent,
+                    // A pooled connection the upstream closed before taking the
+                    // request: nothing was sent, so a fresh connection is no retry.
+                    Err(error) if pooled && error.is_canceled() => {
+                        connection = self.connector.connect().await.map_err(SendError::Connect)?;
+                        pooled = false;
+                    }
+                    Err(error) => return Err(SendError::Io(error_chain(&error))),
+                }
+            };
+            let (parts, incoming) = head.into_parts();
+            Ok(UpstreamResponse {
+                status: parts.status.as_u16(),
+                retry_after: retry_after(&parts.headers),
+                kind: body_kind(&parts.headers),
+                body: BodyStream::new(incoming, connection, self.pool.clone()).boxed(),
+            })
+        })
     }
 }
 
@@ -211,7 +272,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::HeaderValue;
 
     fn headers(name: header::HeaderName, value: &str) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -253,7 +313,7 @@ mod tests {
             "u",
             "http://127.0.0.1:1",
             Secret::new("sk-abcdef"),
-            Duration::from_secs(1),
+            &ConnectOptions::default(),
         )
         .expect("client builds");
         assert_eq!(

@@ -11,3 +11,4 @@ mod mock_upstream;
 mod ops;
 mod process;
 mod tasks;
+mod upstream;

@@ -31,6 +31,8 @@ pub enum Step {
     Drip(Vec<u8>, Duration),
     /// Reset the connection (RST).
     Reset,
+    /// The response is whole: keep the socket and read the next request on it.
+    KeepAlive,
 }
 
 /// What the mock does for one request.
@@ -48,6 +50,8 @@ pub struct Recorded {
     pub arrived: Instant,
     /// When the gateway closed the socket, if the mock saw it.
     pub closed: Option<Instant>,
+    /// Which connection it came on (numbered from 0 in accept order).
+    pub connection: usize,
 }
 
 #[derive(Default)]
@@ -79,13 +83,15 @@ impl MockUpstream {
         let open = Arc::new(AtomicUsize::new(0));
         let (shared, counter) = (state.clone(), open.clone());
         tokio::spawn(async move {
+            let mut accepted = 0;
             while let Ok((socket, _)) = listener.accept().await {
                 let guard = OpenSocket::new(counter.clone());
                 let state = shared.clone();
                 tokio::spawn(async move {
-                    serve(socket, state).await;
+                    serve(socket, accepted, state).await;
                     drop(guard);
                 });
+                accepted += 1;
             }
         });
         MockUpstream { url, state, open }
@@ -133,38 +139,47 @@ impl MockUpstream {
     }
 }
 
-async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) {
-    let Some((head, body)) = read_request(&mut socket).await else {
-        return;
-    };
-    let index = {
-        let mut state = state.lock().expect("mock state lock");
-        state.requests.push(Recorded {
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-            head,
-            arrived: Instant::now(),
-            closed: None,
-        });
-        state.requests.len() - 1
-    };
-    let script = {
-        let mut state = state.lock().expect("mock state lock");
-        let state = &mut *state;
-        state
-            .scripts
-            .pop_front()
-            .or_else(|| {
-                let turn = state.turn;
-                state.turn += 1;
-                state.cycle.get(turn % state.cycle.len().max(1)).cloned()
-            })
-            .or_else(|| state.fallback.clone())
+async fn serve(mut socket: TcpStream, connection: usize, state: Arc<Mutex<State>>) {
+    loop {
+        let Some((head, body)) = read_request(&mut socket).await else {
+            return;
+        };
+        let index = {
+            let mut state = state.lock().expect("mock state lock");
+            state.requests.push(Recorded {
+                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                head,
+                arrived: Instant::now(),
+                closed: None,
+                connection,
+            });
+            state.requests.len() - 1
+        };
+        let script = next_script(&state).unwrap_or_else(|| status(500, "no script left"));
+        match play(&mut socket, script).await {
+            End::KeepAlive => continue,
+            End::Done => return,
+            End::ClosedByPeer => {
+                state.lock().expect("mock state lock").requests[index].closed =
+                    Some(Instant::now());
+                return;
+            }
+        }
     }
-    .unwrap_or_else(|| status(500, "no script left"));
-    let closed_by_peer = play(&mut socket, script).await;
-    if closed_by_peer {
-        state.lock().expect("mock state lock").requests[index].closed = Some(Instant::now());
-    }
+}
+
+fn next_script(state: &Mutex<State>) -> Option<Script> {
+    let mut state = state.lock().expect("mock state lock");
+    let state = &mut *state;
+    state
+        .scripts
+        .pop_front()
+        .or_else(|| {
+            let turn = state.turn;
+            state.turn += 1;
+            state.cycle.get(turn % state.cycle.len().max(1)).cloned()
+        })
+        .or_else(|| state.fallback.clone())
 }
 
 /// Counts a socket as open until dropped.
@@ -183,13 +198,23 @@ impl Drop for OpenSocket {
     }
 }
 
-/// Plays a script; true when the gateway closed the socket first.
-async fn play(socket: &mut TcpStream, script: Script) -> bool {
+/// How a script ended.
+enum End {
+    /// The gateway closed the socket first.
+    ClosedByPeer,
+    /// The script ran out; the mock closes the socket.
+    Done,
+    /// The socket stays open for the next request.
+    KeepAlive,
+}
+
+/// Plays a script.
+async fn play(socket: &mut TcpStream, script: Script) -> End {
     for step in script.0 {
         match step {
             Step::Send(bytes) => {
                 if socket.write_all(&bytes).await.is_err() {
-                    return true;
+                    return End::ClosedByPeer;
                 }
                 let _ = socket.flush().await;
             }
@@ -198,27 +223,31 @@ async fn play(socket: &mut TcpStream, script: Script) -> bool {
                 let mut buf = [0u8; 1024];
                 while let Ok(n) = socket.read(&mut buf).await {
                     if n == 0 {
-                        return true;
+                        break;
                     }
                 }
-                return true;
+                return End::ClosedByPeer;
             }
             Step::Drip(bytes, gap) => loop {
                 if socket.write_all(&bytes).await.is_err() {
-                    return true;
+                    return End::ClosedByPeer;
                 }
                 tokio::time::sleep(gap).await;
             },
             Step::Reset => {
                 let _ = socket.set_zero_linger();
-                return false;
+                return End::Done;
             }
+            Step::KeepAlive => return End::KeepAlive,
         }
     }
-    false
+    End::Done
 }
 
-async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+/// Reads one request: its head as text and its body.
+pub async fn read_request(
+    socket: &mut (impl tokio::io::AsyncRead + Unpin),
+) -> Option<(String, Vec<u8>)> {
     let mut data = Vec::new();
     let mut buf = [0u8; 4096];
     let head_end = loop {
@@ -304,6 +333,33 @@ pub fn sse_answer(pieces: &[&str]) -> Script {
     steps.extend(pieces.iter().map(|p| data(&content(p))));
     steps.push(data(&finish()));
     steps.push(data("[DONE]"));
+    Script(steps)
+}
+
+/// A whole SSE answer in chunked encoding, on a connection the mock keeps open
+/// for the next request; or, with `then_close`, closes a moment later, after the
+/// gateway has put it aside as idle.
+pub fn keep_alive_answer(pieces: &[&str], then_close: bool) -> Script {
+    let mut events = vec![role()];
+    events.extend(pieces.iter().map(|p| content(p)));
+    events.push(finish());
+    events.push("[DONE]".to_owned());
+    let mut steps = vec![Step::Send(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec(),
+    )];
+    for event in events {
+        let frame = format!("data: {event}\n\n");
+        steps.push(Step::Send(
+            format!("{:x}\r\n{frame}\r\n", frame.len()).into_bytes(),
+        ));
+    }
+    steps.push(Step::Send(b"0\r\n\r\n".to_vec()));
+    steps.push(if then_close {
+        Step::Pause(Duration::from_millis(50))
+    } else {
+        Step::KeepAlive
+    });
     Script(steps)
 }
 

@@ -167,6 +167,9 @@ pub fn start_ladle(upstream: SocketAddr) -> Result<Proc, String> {
         .env("LADLE_MAX_INFLIGHT", "100000")
         .env("LADLE_IDLE_TIMEOUT_MS", "120000")
         .env("LADLE_DEADLINE_MS", "300000")
+        // One thread, as nginx runs one worker: the CPU per request of the two
+        // compares like with like.
+        .env("LADLE_WORKERS", "1")
         // Warnings only, so logging stays off the hot path; the one info line we
         // need is the address it bound.
         .env("RUST_LOG", "warn,ladle::cli=info")

@@ -1,0 +1,214 @@
+//! Upstream connections: TCP, TLS when the URL says `https`, and a small idle pool.
+//!
+//! A connection is hyper's HTTP/1 client state machine, but nothing is spawned to
+//! drive it: the request's own task polls it while it waits for the head and while
+//! it reads the body (see `transport`). Idle connections rest here unpolled, so
+//! each is checked on the way out; one the upstream closed meanwhile is dropped.
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::task::noop_waker_ref;
+use http_body_util::Full;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// A connection's request half and its driver, which must be polled together.
+pub struct Connection {
+    pub sender: http1::SendRequest<Full<Bytes>>,
+    pub driver: http1::Connection<TokioIo<Io>, Full<Bytes>>,
+}
+
+/// Where connections go and how they are secured.
+pub struct Connector {
+    host: String,
+    port: u16,
+    tls: Option<TlsConnector>,
+    timeout: Duration,
+}
+
+/// Idle connections, most recently used last.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<Vec<(Connection, Instant)>>,
+}
+
+/// How long a connection may rest before it is closed rather than reused.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most idle connections kept per upstream.
+const MAX_IDLE: usize = 512;
+
+impl Connector {
+    /// A connector for `host:port`, through TLS when `tls` is given.
+    pub fn new(host: String, port: u16, tls: Option<TlsConnector>, timeout: Duration) -> Self {
+        Connector {
+            host,
+            port,
+            tls,
+            timeout,
+        }
+    }
+
+    /// Opens a new connection; errors name what failed, never a header.
+    pub async fn connect(&self) -> Result<Connection, String> {
+        let io = tokio::time::timeout(self.timeout, self.open())
+            .await
+            .map_err(|_| format!("connect to {}:{} timed out", self.host, self.port))??;
+        let (sender, driver) = http1::Builder::new()
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Connection { sender, driver })
+    }
+
+    async fn open(&self) -> Result<Io, String> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| format!("connect to {}:{}: {e}", self.host, self.port))?;
+        // Chunks are small and latency is the point; never wait to fill a segment.
+        let _ = tcp.set_nodelay(true);
+        let Some(tls) = &self.tls else {
+            return Ok(Io::Plain(tcp));
+        };
+        let name = rustls::pki_types::ServerName::try_from(self.host.clone())
+            .map_err(|e| format!("`{}` is not a TLS server name: {e}", self.host))?;
+        let stream = tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake with {}: {e}", self.host))?;
+        Ok(Io::Tls(Box::new(stream)))
+    }
+}
+
+impl Pool {
+    /// The most recently used idle connection that is still open, if any.
+    pub fn take(&self) -> Option<Connection> {
+        let mut idle = self.idle.lock().ok()?;
+        while let Some((mut connection, since)) = idle.pop() {
+            if since.elapsed() < IDLE_TIMEOUT && connection.is_open() {
+                return Some(connection);
+            }
+        }
+        None
+    }
+
+    /// Keeps a connection whose exchange ended cleanly for the next request.
+    pub fn put(&self, mut connection: Connection) {
+        if !connection.is_open() {
+            return;
+        }
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < MAX_IDLE
+        {
+            idle.push((connection, Instant::now()));
+        }
+    }
+}
+
+impl Connection {
+    /// Lets the driver take in whatever already arrived (a close, a stray byte) and
+    /// says whether a request can still be sent.
+    fn is_open(&mut self) -> bool {
+        let mut cx = Context::from_waker(noop_waker_ref());
+        Pin::new(&mut self.driver).poll(&mut cx).is_pending() && self.sender.is_ready()
+    }
+}
+
+/// A plain or TLS byte stream.
+pub enum Io {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// TLS settings: the webpki roots plus the certificates of `extra_roots` (a PEM
+/// file, for an upstream behind a private CA); HTTP/1.1 by ALPN.
+pub fn tls_connector(extra_roots: Option<&Path>) -> Result<TlsConnector, String> {
+    let mut roots =
+        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = extra_roots {
+        let unreadable = |e: &dyn std::fmt::Display| format!("CA file {}: {e}", path.display());
+        for cert in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
+            roots
+                .add(cert.map_err(|e| unreadable(&e))?)
+                .map_err(|e| unreadable(&e))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsConnector::from(Arc::new(config)))
+}

@@ -1,0 +1,184 @@
+//! Connections to the upstream: reuse, closed idle connections, and TLS.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use crate::helpers::*;
+use crate::mock_upstream::*;
+
+#[tokio::test]
+async fn consecutive_requests_share_one_upstream_connection() {
+    let app = spawn_app().await;
+    app.upstream.push([
+        keep_alive_answer(&["一"], false),
+        keep_alive_answer(&["二"], false),
+        keep_alive_answer(&["三"], false),
+    ]);
+    for expected in ["一", "二", "三"] {
+        let response = app.chat(false).await;
+        assert_eq!(response.status(), 200);
+        let body = json_of(response).await;
+        assert_eq!(body["choices"][0]["message"]["content"], expected);
+    }
+    let connections: Vec<usize> = app
+        .upstream
+        .requests()
+        .iter()
+        .map(|r| r.connection)
+        .collect();
+    assert_eq!(connections, [0, 0, 0]);
+    assert_eq!(app.upstream.open_sockets(), 1);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_also_leaves_its_connection_for_the_next_request() {
+    let app = spawn_app().await;
+    app.upstream.push([
+        keep_alive_answer(&["a"], false),
+        keep_alive_answer(&["b"], false),
+    ]);
+    for _ in 0..2 {
+        let response = app.chat(true).await;
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.expect("body");
+        assert!(text.ends_with("data: [DONE]\n\n"), "stream was {text}");
+    }
+    let connections: Vec<usize> = app
+        .upstream
+        .requests()
+        .iter()
+        .map(|r| r.connection)
+        .collect();
+    assert_eq!(connections, [0, 0]);
+}
+
+#[tokio::test]
+async fn an_idle_connection_the_upstream_closed_is_not_reused() {
+    let app = spawn_app().await;
+    // The first answer promises keep-alive, then the upstream closes the socket.
+    app.upstream.push([
+        keep_alive_answer(&["first"], true),
+        keep_alive_answer(&["second"], false),
+    ]);
+    assert_eq!(app.chat(false).await.status(), 200);
+    wait_until(|| app.upstream.open_sockets() == 0).await;
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        json_of(response).await["choices"][0]["message"]["content"],
+        "second"
+    );
+    assert_eq!(app.upstream.requests()[1].connection, 1);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"not_started\"}")
+            .await,
+        0.0,
+        "the closed connection cost no attempt"
+    );
+    assert_eq!(
+        app.metric("ladle_upstream_attempts_total{outcome=\"ok\"}")
+            .await,
+        2.0
+    );
+}
+
+#[tokio::test]
+async fn an_https_upstream_is_reached_through_tls_with_an_extra_ca() {
+    let upstream = TlsUpstream::start().await;
+    let prompts_dir = prompts_copy();
+    let mut config = fast_config(&prompts_dir);
+    config.upstream_ca_file = Some(fixture("ca.pem").into());
+    let base = spawn_gateway(config, &upstream.url).await;
+    let response = post_chat(&base).await;
+    assert_eq!(response.status(), 200);
+    let body = json_of(response).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "加密");
+}
+
+#[tokio::test]
+async fn an_https_upstream_with_an_unknown_ca_is_refused() {
+    let upstream = TlsUpstream::start().await;
+    let prompts_dir = prompts_copy();
+    let base = spawn_gateway(fast_config(&prompts_dir), &upstream.url).await;
+    let response = post_chat(&base).await;
+    assert_eq!(response.status(), 504);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
+}
+
+async fn post_chat(base: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("gateway answers")
+}
+
+async fn wait_until(done: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the condition did not hold within a second");
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// An upstream on TLS (certificate for `localhost`, signed by the fixture CA)
+/// that answers every request with one short SSE stream.
+struct TlsUpstream {
+    url: String,
+}
+
+impl TlsUpstream {
+    async fn start() -> TlsUpstream {
+        let certs = CertificateDer::pem_file_iter(fixture("localhost.pem"))
+            .expect("certificate file")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("certificate parses");
+        let key = PrivateKeyDer::from_pem_file(fixture("localhost.key")).expect("key parses");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(socket).await else {
+                        return;
+                    };
+                    if read_request(&mut tls).await.is_none() {
+                        return;
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+                         data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                        content("加密"),
+                        finish()
+                    );
+                    let _ = tls.write_all(answer.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        TlsUpstream {
+            url: format!("https://localhost:{port}/v1"),
+        }
+    }
+}
