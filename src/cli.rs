@@ -49,8 +49,8 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match cli.command.unwrap_or(Command::Serve) {
         Command::Check => check(&config),
-        Command::Serve => run_async(config.workers, serve(config)),
-        Command::Demo => run_async(config.workers, run_demo(config)),
+        Command::Serve => serve(config),
+        Command::Demo => run_async(run_demo(config)),
     }
 }
 
@@ -67,18 +67,8 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
     Config::load(text.as_deref(), &env)
 }
 
-fn run_async(
-    workers: usize,
-    work: impl std::future::Future<Output = Result<(), String>>,
-) -> ExitCode {
-    let mut builder = match workers {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        _ => tokio::runtime::Builder::new_multi_thread(),
-    };
-    if workers > 1 {
-        builder.worker_threads(workers);
-    }
-    let runtime = match builder.enable_all().build() {
+fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("ladle: cannot start the runtime: {error}");
@@ -94,17 +84,31 @@ fn run_async(
     }
 }
 
-async fn serve(config: Config) -> Result<(), String> {
+/// `serve`: the gateway on one thread per worker (`LADLE_WORKERS`, default one per
+/// CPU core), each with its own runtime; see `app::serve_on_threads`.
+fn serve(config: Config) -> ExitCode {
     telemetry::init(config.log_format);
-    let shutdown = shutdown_signal();
+    match start(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("ladle: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(config: Config) -> Result<(), String> {
     let url = config.upstream_url.clone().ok_or(
         "LADLE_UPSTREAM_URL is required for `serve` (try `ladle demo` to run without one)",
     )?;
-    let listener = bind(config.listen).await?;
+    let workers = match config.workers {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let listener = listen(config.listen)?;
     let state = AppState::new(config, &url)?;
-    app::serve(listener, state, shutdown)
-        .await
-        .map_err(|e| e.to_string())
+    tracing::info!(workers, "serving");
+    app::serve_on_threads(listener, state, workers, shutdown_signal).map_err(|e| e.to_string())
 }
 
 async fn run_demo(mut config: Config) -> Result<(), String> {
@@ -114,7 +118,7 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     config.model.get_or_insert_with(|| "ladle-demo".to_owned());
-    let listener = bind(config.listen).await?;
+    let listener = TcpListener::from_std(listen(config.listen)?).map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let state = AppState::new(config, &url)?;
     let mut out = std::io::stdout();
@@ -124,9 +128,10 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-async fn bind(address: SocketAddr) -> Result<TcpListener, String> {
-    let listener = TcpListener::bind(address)
-        .await
+/// Binds the listening socket (non-blocking, ready for any runtime).
+fn listen(address: SocketAddr) -> Result<std::net::TcpListener, String> {
+    let listener = std::net::TcpListener::bind(address)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .map_err(|e| format!("cannot listen on {address} (LADLE_LISTEN): {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!("listening on {bound}");

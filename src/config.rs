@@ -103,9 +103,8 @@ pub struct Config {
     /// Longest time from a request's arrival to the end of its body (not in the
     /// contract; `LADLE_BODY_READ_TIMEOUT_MS`, default 30000).
     pub body_read_timeout: Duration,
-    /// Threads that run requests; 1 runs everything on one thread, with no
-    /// hand-offs between threads at all (not in the contract; `LADLE_WORKERS`,
-    /// default 0: one per CPU core).
+    /// Worker threads of `serve`, each with its own runtime and accept loop (not
+    /// in the contract; `LADLE_WORKERS`, default 0: one per CPU core).
     pub workers: usize,
     /// Extra CA certificates (PEM) trusted for an `https` upstream (not in the
     /// contract; `LADLE_UPSTREAM_CA_FILE`).

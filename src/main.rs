@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's malloc: the relay allocates and frees small
+/// buffers for every chunk, and glibc spent 15 % of the CPU on them under load.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     ladle::cli::run(ladle::cli::Cli::parse())
 }

@@ -5,6 +5,7 @@
 //! it reads the body (see `transport`). Idle connections rest here unpolled, so
 //! each is checked on the way out; one the upstream closed meanwhile is dropped.
 
+use std::cell::Cell;
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
@@ -39,10 +40,35 @@ pub struct Connector {
     timeout: Duration,
 }
 
-/// Idle connections, most recently used last.
-#[derive(Default)]
+/// Idle connections, most recently used last, in one shard per worker thread: a
+/// socket belongs to the runtime that opened it, and with a runtime per thread a
+/// connection reused on another thread would be woken across threads.
 pub struct Pool {
-    idle: Mutex<Vec<(Connection, Instant)>>,
+    shards: Box<[Shard]>,
+}
+
+/// One worker's idle connections with the time each was put aside.
+type Shard = Mutex<Vec<(Connection, Instant)>>;
+
+/// Shards in a pool; workers beyond this many share shards (still correct).
+const SHARDS: usize = 64;
+
+thread_local! {
+    /// Which worker thread this is; 0 for every thread of a shared runtime.
+    static WORKER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks the current thread as worker `index`, for the pool shard it uses.
+pub fn on_worker_thread(index: usize) {
+    WORKER.with(|worker| worker.set(index));
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
 }
 
 /// How long a connection may rest before it is closed rather than reused.
@@ -95,7 +121,7 @@ impl Connector {
 impl Pool {
     /// The most recently used idle connection that is still open, if any.
     pub fn take(&self) -> Option<Connection> {
-        let mut idle = self.idle.lock().ok()?;
+        let mut idle = self.shard().lock().ok()?;
         while let Some((mut connection, since)) = idle.pop() {
             if since.elapsed() < IDLE_TIMEOUT && connection.is_open() {
                 return Some(connection);
@@ -109,11 +135,17 @@ impl Pool {
         if !connection.is_open() {
             return;
         }
-        if let Ok(mut idle) = self.idle.lock()
+        if let Ok(mut idle) = self.shard().lock()
             && idle.len() < MAX_IDLE
         {
             idle.push((connection, Instant::now()));
         }
+    }
+}
+
+impl Pool {
+    fn shard(&self) -> &Shard {
+        &self.shards[WORKER.with(Cell::get) % self.shards.len()]
     }
 }
 

@@ -25,6 +25,8 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Request, Uri};
 
+pub use self::connection::on_worker_thread;
+
 use self::connection::{Connection, Connector, Pool};
 use self::exchange::BodyStream;
 

@@ -343,37 +343,54 @@ async fn shutdown_lets_a_live_stream_finish_and_refuses_new_connections() {
 }
 
 #[tokio::test]
-async fn sigterm_lets_a_live_stream_finish_and_the_process_exits_0() {
-    // Arrange
+async fn sigterm_lets_live_streams_on_every_worker_finish_and_the_process_exits_0() {
+    // Arrange: three workers, and more streams than workers, so that whichever
+    // threads accepted them, every worker has its listener to close and its
+    // streams to drain.
     let upstream = MockUpstream::start().await;
-    upstream.push([slow_answer(&["一", "二", "三"], millis(200))]);
-    let mut gateway = Gateway::start(&upstream.url, &[]).await;
-    let client = reqwest::Client::new();
-    let mut response = client
-        .post(format!("{}/v1/chat/completions", gateway.base))
-        .json(&json!({"stream": true, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("answer");
-    let first = response
-        .chunk()
-        .await
-        .expect("read")
-        .expect("a first chunk");
+    let streams = 5;
+    upstream.push((0..streams).map(|_| slow_answer(&["一", "二", "三"], millis(200))));
+    let mut gateway = Gateway::start(&upstream.url, &[("LADLE_WORKERS", "3")]).await;
+    let mut responses = Vec::new();
+    for _ in 0..streams {
+        // A client each, so each stream has a connection of its own.
+        let mut response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", gateway.base))
+            .json(&json!({"stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .expect("answer");
+        let first = response
+            .chunk()
+            .await
+            .expect("read")
+            .expect("a first chunk");
+        responses.push((first, response));
+    }
     // Act
     gateway.terminate();
     let asked = Instant::now();
     let refused = refused_within(&gateway.address, Duration::from_secs(1)).await;
-    let rest = response.text().await.expect("the rest of the stream");
+    let mut wholes = Vec::new();
+    for (first, response) in responses {
+        let rest = response.text().await.expect("the rest of the stream");
+        wholes.push(format!("{}{rest}", String::from_utf8_lossy(&first)));
+    }
     let finished = asked.elapsed();
     let status = gateway.exited(Duration::from_secs(5)).await;
     // Assert
     assert!(refused, "new connections were still accepted");
-    let whole = format!("{}{rest}", String::from_utf8_lossy(&first));
-    assert_eq!(streamed_text(&whole), "一二三");
-    assert!(whole.ends_with("data: [DONE]\n\n"), "stream was {whole:?}");
-    assert!(finished >= millis(200), "the stream was over too soon");
+    for whole in &wholes {
+        assert_eq!(streamed_text(whole), "一二三");
+        assert!(whole.ends_with("data: [DONE]\n\n"), "stream was {whole:?}");
+    }
+    assert!(finished >= millis(200), "the streams were over too soon");
     assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    let started = gateway.lines();
+    assert!(
+        started.iter().any(|l| l.contains("\"workers\":3")),
+        "no log line says three workers: {started:?}"
+    );
 }
 
 // === Logs ===

@@ -169,7 +169,10 @@ pub fn start_ladle(upstream: SocketAddr) -> Result<Proc, String> {
         .env("LADLE_DEADLINE_MS", "300000")
         // One thread, as nginx runs one worker: the CPU per request of the two
         // compares like with like.
-        .env("LADLE_WORKERS", "1")
+        .env(
+            "LADLE_WORKERS",
+            crate::env_or("LADLE_BENCH_WORKERS", 1u32).to_string(),
+        )
         // Warnings only, so logging stays off the hot path; the one info line we
         // need is the address it bound.
         .env("RUST_LOG", "warn,ladle::cli=info")
