@@ -13,12 +13,12 @@ use serde_json::{Map, Value};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
 use crate::completion::{Completion, Engine, Job, Progress};
 use crate::config::Config;
 use crate::ops::metrics::Metrics;
-use crate::ops::request_id::{HEADER, RequestId};
+use crate::ops::request_id::{HEADER, MakeIds, RequestId};
 use crate::prompts::{FileStore, Prompt, PromptStore};
 use crate::retry::{Deadline, RetryPolicy};
 use crate::routes::{self, BodyLimit};
@@ -136,7 +136,7 @@ pub fn router(state: AppState) -> Router {
             crate::ops::observe::observe,
         ))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(SetRequestIdLayer::new(request_id, MakeIds::new()))
         .with_state(state)
 }
 
