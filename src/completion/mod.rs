@@ -161,7 +161,9 @@ impl Completion {
 
     /// The completion as a stream of progress, ending after `Finished` or `Failed`.
     pub fn into_stream(self) -> impl Stream<Item = Progress> + Send {
-        futures_util::stream::unfold(self, |mut completion| async move {
+        // Boxed, so that each step moves a pointer in and out of the stream's state
+        // rather than the whole completion.
+        futures_util::stream::unfold(Box::new(self), |mut completion| async move {
             let progress = completion.next().await?;
             Some((progress, completion))
         })
