@@ -79,6 +79,7 @@ fn pure_modules_do_no_io_and_read_no_clock() {
         "retry.rs",
         "upstream/sse.rs",
         "upstream/chunk.rs",
+        "upstream/scan.rs",
         "normalize/",
         "prompts/spec.rs",
         "prompts/render.rs",

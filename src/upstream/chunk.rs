@@ -100,6 +100,14 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
     // One UTF-8 check of the whole payload; `from_str` then skips the check that
     // `from_slice` repeats for every key and string (a fifth of the parse).
     let text = std::str::from_utf8(data).map_err(|e| MalformedChunk(e.to_string()))?;
+    match super::scan::scan(text, want_meta) {
+        Some(chunk) => Ok(Parsed::Chunk(chunk)),
+        None => parse_with_serde(text, want_meta),
+    }
+}
+
+/// The definition of a chunk's meaning; `scan` is its fast path.
+pub(super) fn parse_with_serde(text: &str, want_meta: bool) -> Result<Parsed, MalformedChunk> {
     let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| MalformedChunk(e.to_string()))?;
     if let Some(error) = wire.error.filter(|e| !e.is_null()) {
         return Ok(Parsed::Error(error_message(&error)));

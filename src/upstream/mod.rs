@@ -11,6 +11,7 @@
 pub mod chunk;
 mod connection;
 mod exchange;
+mod scan;
 pub mod sse;
 
 use std::path::PathBuf;
