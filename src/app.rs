@@ -127,11 +127,6 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::Extension(BodyLimit(body_limit)))
         .layer(axum::middleware::from_fn_with_state(
-            state.config.body_read_timeout,
-            crate::ops::body_deadline::limit_body_time,
-        ))
-        .layer(axum::middleware::from_fn(crate::error::render_errors))
-        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::ops::observe::observe,
         ))

@@ -2,15 +2,13 @@
 //!
 //! Every variant maps to exactly one contract error code, status and `retryable`
 //! flag, by exhaustive matches, so a new variant cannot forget one. `IntoResponse`
-//! only stores the error in the response's extensions; the `render_errors`
-//! middleware, which knows the request id, writes the body and logs it. Messages
+//! only stores the error in the response's extensions; `render_error`, called by
+//! the request middleware that knows the request id, writes the body and logs it. Messages
 //! never carry upstream bodies or secrets.
 
 use std::time::Duration;
 
-use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -220,10 +218,9 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// Writes the JSON body of every error response, with the request id, in one place.
-pub async fn render_errors(request: Request, next: Next) -> Response {
-    let request_id = RequestId::of(&request);
-    let mut response = next.run(request).await;
+/// Writes the JSON body of an error response, with the request id: the one place
+/// error bodies are made (called for every response by `ops::observe`).
+pub fn render_error(mut response: Response, request_id: &RequestId) -> Response {
     let Some(error) = response.extensions_mut().remove::<ApiError>() else {
         return response;
     };

@@ -13,37 +13,24 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::extract::Request;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep, sleep_until};
-
-use super::observe::Arrival;
 
 /// The body did not arrive in time.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("request body not received in time")]
 pub struct BodyTimedOut;
 
-/// Gives the request body one deadline, counted from the request's arrival.
-pub async fn limit_body_time(
-    State(budget): State<Duration>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let arrived = request
-        .extensions()
-        .get::<Arrival>()
-        .map_or_else(Instant::now, |a| a.0);
-    let request = request.map(|body| {
+/// Gives the request body one deadline: `budget` from the request's arrival.
+pub fn limit(request: Request, arrived: Instant, budget: Duration) -> Request {
+    request.map(|body| {
         Body::new(Timed {
             inner: body,
             deadline: Box::pin(sleep_until(arrived + budget)),
         })
-    });
-    next.run(request).await
+    })
 }
 
 /// Whether an error (or anything in its chain of causes) is a [`BodyTimedOut`].
