@@ -8,8 +8,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::HeaderName;
 use axum::routing::{get, post};
+use bytes::Bytes;
 use futures_util::Stream;
-use serde_json::{Map, Value};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -80,7 +80,7 @@ impl AppState {
         &self,
         arrived: Instant,
         request_id: &RequestId,
-        body: &Map<String, Value>,
+        body: Bytes,
         task: Option<&Prompt>,
     ) -> Job {
         let config = &self.config;
@@ -96,7 +96,7 @@ impl AppState {
         };
         let budget = task.and_then(|t| t.deadline).unwrap_or(config.deadline);
         Job {
-            body: serde_json::to_vec(body).unwrap_or_default().into(),
+            body,
             policy,
             deadline: Deadline::after(arrived, budget),
             output: task.map(|t| t.output),

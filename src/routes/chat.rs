@@ -1,8 +1,17 @@
 //! `POST /v1/chat/completions`: the OpenAI-compatible endpoint.
+//!
+//! The body is forwarded as the caller wrote it, with `model` filled in and
+//! `stream` forced on. Its top-level fields are kept as raw JSON text rather than
+//! parsed into values: a conversation's messages are only checked to be a
+//! non-empty array, never built into strings and maps just to be written out again.
+
+use std::fmt;
 
 use axum::extract::{Extension, State};
 use axum::response::Response;
-use serde_json::{Map, Value};
+use bytes::Bytes;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 use super::JsonBody;
 use crate::app::AppState;
@@ -17,35 +26,33 @@ pub async fn completions(
     State(app): State<AppState>,
     Extension(Arrival(arrived)): Extension<Arrival>,
     request_id: RequestId,
-    JsonBody(mut body): JsonBody<Map<String, Value>>,
+    JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let wants_stream = match body.get("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(stream)) => *stream,
-        Some(_) => {
-            return Err(ApiError::InvalidRequest(
-                "`stream` must be a boolean".into(),
-            ));
-        }
+    let wants_stream = match body.field("stream") {
+        None => false,
+        Some(raw) => serde_json::from_str::<Option<bool>>(raw.get())
+            .map_err(|_| ApiError::InvalidRequest("`stream` must be a boolean".into()))?
+            .unwrap_or(false),
     };
-    match body.get("messages") {
-        Some(Value::Array(messages)) if !messages.is_empty() => {}
-        _ => {
-            return Err(ApiError::InvalidRequest(
-                "`messages` must be a non-empty array".into(),
-            ));
-        }
+    let messages = body
+        .field("messages")
+        .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok());
+    if messages.is_none_or(|m| m.is_empty()) {
+        return Err(ApiError::InvalidRequest(
+            "`messages` must be a non-empty array".into(),
+        ));
     }
-    let model = match body.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => model.clone(),
-        None | Some(Value::Null) => app.config.model.clone().ok_or_else(|| {
+    let model = match body
+        .field("model")
+        .map(|raw| serde_json::from_str::<Option<String>>(raw.get()))
+    {
+        Some(Ok(Some(model))) if !model.is_empty() => model,
+        None | Some(Ok(None)) => app.config.model.clone().ok_or_else(|| {
             ApiError::InvalidRequest("`model` is required (no LADLE_MODEL is set)".into())
         })?,
         Some(_) => return Err(ApiError::InvalidRequest("`model` must be a string".into())),
     };
-    body.insert("model".into(), Value::String(model.clone()));
-    body.insert("stream".into(), Value::Bool(true));
-    let mut job = app.job(arrived, &request_id, &body, None);
+    let mut job = app.job(arrived, &request_id, body.upstream(&model), None);
     // A committed stream cannot take words back, so it never retries after output.
     job.policy.retry_after_output = !wants_stream;
     let progress = app.complete(job);
@@ -54,4 +61,139 @@ pub async fn completions(
     } else {
         openai::whole(progress, request_id.as_str(), &model).await
     })
+}
+
+/// A chat request body: its top-level fields in order, values as raw JSON. A
+/// repeated field keeps its first place and its last value, as a JSON object read
+/// into a map would.
+pub struct ChatBody(Vec<(String, Box<RawValue>)>);
+
+impl ChatBody {
+    fn field(&self, name: &str) -> Option<&RawValue> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, raw)| &**raw)
+    }
+
+    /// The body for the upstream: every field as given, `model` set and `stream`
+    /// on (in their places if present, else at the end).
+    fn upstream(&self, model: &str) -> Bytes {
+        let len = self
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum::<usize>();
+        let mut out = Vec::with_capacity(len + model.len() + 32);
+        out.push(b'{');
+        let mut put = |key: &str, value: &str| {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            // Keys and the model are strings; writing them cannot fail.
+            let _ = serde_json::to_writer(&mut out, key);
+            out.push(b':');
+            out.extend_from_slice(value.as_bytes());
+        };
+        let model = serde_json::to_string(model).unwrap_or_default();
+        let (mut wrote_model, mut wrote_stream) = (false, false);
+        for (key, raw) in &self.0 {
+            match key.as_str() {
+                "model" => {
+                    put(key, &model);
+                    wrote_model = true;
+                }
+                "stream" => {
+                    put(key, "true");
+                    wrote_stream = true;
+                }
+                _ => put(key, raw.get()),
+            }
+        }
+        if !wrote_model {
+            put("model", &model);
+        }
+        if !wrote_stream {
+            put("stream", "true");
+        }
+        out.push(b'}');
+        out.into()
+    }
+}
+
+impl<'de> Deserialize<'de> for ChatBody {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = ChatBody;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatBody, A::Error> {
+                let mut fields: Vec<(String, Box<RawValue>)> = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
+                    match fields.iter_mut().find(|(k, _)| *k == key) {
+                        Some(field) => field.1 = value,
+                        None => fields.push((key, value)),
+                    }
+                }
+                Ok(ChatBody(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(body: &str, model: &str) -> serde_json::Value {
+        let body: ChatBody = serde_json::from_str(body).expect("an object");
+        serde_json::from_slice(&body.upstream(model)).expect("the upstream body is JSON")
+    }
+
+    #[test]
+    fn the_upstream_body_keeps_every_field_and_sets_model_and_stream() {
+        let sent = upstream(
+            r#"{"temperature": 0.2, "messages": [{"role": "user", "content": "番茄\n\"炒蛋\""}], "stream": false, "extra": {"a": [1, null]}}"#,
+            "m\"1",
+        );
+        assert_eq!(
+            sent,
+            serde_json::json!({
+                "temperature": 0.2,
+                "messages": [{"role": "user", "content": "番茄\n\"炒蛋\""}],
+                "stream": true,
+                "extra": {"a": [1, null]},
+                "model": "m\"1",
+            })
+        );
+        let keys: Vec<String> = sent
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys,
+            ["temperature", "messages", "stream", "extra", "model"]
+        );
+    }
+
+    #[test]
+    fn a_repeated_field_keeps_its_first_place_and_last_value() {
+        let sent = upstream(r#"{"model": "a", "n": 1, "model": "b", "n": 2}"#, "b");
+        assert_eq!(
+            sent,
+            serde_json::json!({"model": "b", "n": 2, "stream": true})
+        );
+    }
+
+    #[test]
+    fn only_an_object_is_a_chat_body() {
+        for text in ["[]", "\"x\"", "{\"a\": }", "{} extra"] {
+            assert!(serde_json::from_str::<ChatBody>(text).is_err(), "{text}");
+        }
+    }
 }

@@ -48,7 +48,8 @@ pub async fn run(
     body.insert("model".into(), Value::String(model.clone()));
     body.insert("messages".into(), Value::Array(rendered.messages));
     body.insert("stream".into(), Value::Bool(true));
-    let job = app.job(arrived, &request_id, &body, Some(&prompt));
+    let body = serde_json::to_vec(&body).unwrap_or_default().into();
+    let job = app.job(arrived, &request_id, body, Some(&prompt));
     let progress = app.complete(job);
     let call = TaskCall {
         task: name,

@@ -507,3 +507,41 @@ async fn the_sample_busy_error_stream_is_retried_as_busy() {
         1.0
     );
 }
+
+#[tokio::test]
+async fn bad_chat_fields_are_400_naming_the_field_and_nothing_goes_upstream() {
+    let app = spawn_app().await;
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    for (body, named) in [
+        (json!({"messages": []}), "messages"),
+        (json!({"messages": "hi"}), "messages"),
+        (json!({"messages": hi, "stream": "yes"}), "stream"),
+        (json!({"messages": hi, "model": 5}), "model"),
+        (json!([1, 2]), "JSON"),
+    ] {
+        let response = app.post("/v1/chat/completions", &body).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error = json_of(response).await;
+        assert_eq!(error["error"]["code"], "invalid_request");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{body} → {message}");
+    }
+    assert!(app.upstream.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_callers_fields_reach_the_upstream_unchanged_with_stream_forced_on() {
+    let app = spawn_app().await;
+    app.upstream.push([sse_answer(&["ok"])]);
+    let body = json!({
+        "model": "glm-4-plus",
+        "stream": false,
+        "temperature": 0.3,
+        "messages": [{"role": "user", "content": "番茄\n\"炒蛋\""}],
+        "response_format": {"type": "json_object"},
+    });
+    assert_eq!(app.post("/v1/chat/completions", &body).await.status(), 200);
+    let mut expected = body.clone();
+    expected["stream"] = json!(true);
+    assert_eq!(app.upstream.requests()[0].body, expected);
+}
