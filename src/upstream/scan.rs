@@ -22,6 +22,20 @@ pub fn scan(text: &str, want_meta: bool) -> Option<Chunk> {
     (cursor.at == cursor.bytes.len()).then_some(chunk)
 }
 
+/// The bytes a string's plain run ends at: its quote, a backslash, and control
+/// characters (which JSON forbids inside strings).
+static STOPS_A_STRING: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 /// Deepest nesting skipped before stepping aside (serde_json allows 128).
 const MAX_DEPTH: usize = 32;
 
@@ -205,9 +219,7 @@ impl Cursor<'_> {
         loop {
             // Runs of plain bytes are skipped in one tight loop.
             let rest = self.bytes.get(self.at..)?;
-            let stop = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            let stop = rest.iter().position(|&b| STOPS_A_STRING[usize::from(b)])?;
             self.at += stop;
             match self.next()? {
                 b'"' => {
