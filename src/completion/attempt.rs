@@ -115,7 +115,8 @@ impl Attempt {
         loop {
             let event = match self.mode {
                 Mode::Over => return Ok(None),
-                Mode::Whole => return self.whole_answer().await,
+                // Rare, and its future is large: boxed, so `next` stays small.
+                Mode::Whole => return Box::pin(self.whole_answer()).await,
                 Mode::Stream => self.next_event().await?,
             };
             let Some(raw) = event else {

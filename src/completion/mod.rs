@@ -185,19 +185,21 @@ impl Completion {
         loop {
             match &mut self.phase {
                 Phase::Over => return None,
+                // The rare steps are boxed: this future is moved on every chunk,
+                // so its size is that of the common step, reading the stream.
                 Phase::Queued => {
-                    if let Err(error) = self.enter_queue().await {
+                    if let Err(error) = Box::pin(self.enter_queue()).await {
                         self.phase = Phase::Over;
                         return Some(Progress::Failed(error));
                     }
                     self.phase = Phase::Starting;
                 }
                 Phase::Waiting(until) => {
-                    sleep_until(*until).await;
+                    Box::pin(sleep_until(*until)).await;
                     self.phase = Phase::Starting;
                 }
                 Phase::Starting => return Some(self.start_attempt()),
-                Phase::Connecting => self.connect().await,
+                Phase::Connecting => Box::pin(self.connect()).await,
                 Phase::Refused(failure) => {
                     let failure = failure.clone();
                     return Some(self.on_failure(failure));
