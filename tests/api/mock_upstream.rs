@@ -122,6 +122,11 @@ impl MockUpstream {
         self.lock().requests.clone()
     }
 
+    /// Which connection each request so far came on.
+    pub fn connections(&self) -> Vec<usize> {
+        self.lock().requests.iter().map(|r| r.connection).collect()
+    }
+
     /// Waits (up to two seconds) until request `index` has seen its socket closed.
     pub async fn closed_at(&self, index: usize) -> Option<Instant> {
         let give_up = Instant::now() + Duration::from_secs(2);

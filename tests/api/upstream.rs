@@ -25,13 +25,7 @@ async fn consecutive_requests_share_one_upstream_connection() {
         let body = json_of(response).await;
         assert_eq!(body["choices"][0]["message"]["content"], expected);
     }
-    let connections: Vec<usize> = app
-        .upstream
-        .requests()
-        .iter()
-        .map(|r| r.connection)
-        .collect();
-    assert_eq!(connections, [0, 0, 0]);
+    assert_eq!(app.upstream.connections(), [0, 0, 0]);
     assert_eq!(app.upstream.open_sockets(), 1);
 }
 
@@ -48,13 +42,7 @@ async fn a_streamed_answer_also_leaves_its_connection_for_the_next_request() {
         let text = response.text().await.expect("body");
         assert!(text.ends_with("data: [DONE]\n\n"), "stream was {text}");
     }
-    let connections: Vec<usize> = app
-        .upstream
-        .requests()
-        .iter()
-        .map(|r| r.connection)
-        .collect();
-    assert_eq!(connections, [0, 0]);
+    assert_eq!(app.upstream.connections(), [0, 0]);
 }
 
 #[tokio::test]
@@ -73,7 +61,7 @@ async fn an_idle_connection_the_upstream_closed_is_not_reused() {
         json_of(response).await["choices"][0]["message"]["content"],
         "second"
     );
-    assert_eq!(app.upstream.requests()[1].connection, 1);
+    assert_eq!(app.upstream.connections(), [0, 1]);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"not_started\"}")
             .await,

@@ -7,7 +7,8 @@
 //! - `LADLE_BENCH_QUICK=1`: one round, a tenth of the requests, 1,000 slow streams;
 //! - `LADLE_BENCH_ROUNDS` (3), `LADLE_BENCH_SCALE` (1.0, multiplies request
 //!   counts), `LADLE_BENCH_STREAMS` (5000), `LADLE_BENCH_GAP_MS` (1, the gap
-//!   between the chunks of a 20-chunk stream), `LADLE_BENCH_NGINX` (/usr/sbin/nginx).
+//!   between the chunks of a 20-chunk stream), `LADLE_BENCH_NGINX` (/usr/sbin/nginx),
+//!   `LADLE_BENCH_WORKERS` (1: ladle's worker threads, as nginx runs one worker).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
