@@ -49,8 +49,8 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match cli.command.unwrap_or(Command::Serve) {
         Command::Check => check(&config),
-        Command::Serve => serve(config),
-        Command::Demo => run_async(run_demo(config)),
+        Command::Serve => exit_code(serve(config)),
+        Command::Demo => exit_code(run_async(run_demo(config))),
     }
 }
 
@@ -67,37 +67,27 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, ConfigError> {
     Config::load(text.as_deref(), &env)
 }
 
-fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("ladle: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(work) {
+/// Success, or the error on stderr and a failing exit code.
+fn exit_code(result: Result<(), String>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("ladle: {error}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> Result<(), String> {
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|error| format!("cannot start the runtime: {error}"))?;
+    runtime.block_on(work)
 }
 
 /// `serve`: the gateway on one thread per worker (`LADLE_WORKERS`, default one per
 /// CPU core), each with its own runtime; see `app::serve_on_threads`.
-fn serve(config: Config) -> ExitCode {
+fn serve(config: Config) -> Result<(), String> {
     telemetry::init(config.log_format);
-    match start(config) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("ladle: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn start(config: Config) -> Result<(), String> {
     let url = config.upstream_url.clone().ok_or(
         "LADLE_UPSTREAM_URL is required for `serve` (try `ladle demo` to run without one)",
     )?;

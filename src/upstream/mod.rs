@@ -4,9 +4,9 @@
 //! of them can sit behind the attempt loop later. It sends one POST and hands back
 //! the status, the headers the retry policy needs, and the body as a byte stream.
 //! Parsing lives in `sse` and `chunk`; timeouts and retries live in `completion`.
-//! Nothing here retries or redirects a POST; the one exception is a pooled
-//! connection that turns out closed before the request went out, which is replaced
-//! by a fresh one. A second request is always the attempt loop's decision.
+//! Nothing here retries or redirects a POST: a second request is always the attempt
+//! loop's decision. (A pooled connection found closed before the request was
+//! written is swapped for a fresh one; nothing was sent, so that is no retry.)
 
 pub mod chunk;
 mod connection;
