@@ -1,9 +1,9 @@
 //! Upstream connections: TCP, TLS when the URL says `https`, and a small idle pool.
 //!
-//! A connection is hyper's HTTP/1 client state machine, but nothing is spawned to
-//! drive it: the request's own task polls it while it waits for the head and while
-//! it reads the body (see `transport`). Idle connections rest here unpolled, so
-//! each is checked on the way out; one the upstream closed meanwhile is dropped.
+//! A connection is a socket and the bytes read from it but not yet used; nothing
+//! is spawned to drive it, the request's own task reads it (see `exchange`). Idle
+//! connections rest here unread, so each is checked on the way out; one the
+//! upstream closed (or wrote to) meanwhile is dropped.
 
 use std::cell::Cell;
 use std::io;
@@ -13,23 +13,20 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use futures_util::task::noop_waker_ref;
-use http_body_util::Full;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-/// A connection's request half and its driver, which must be polled together.
+/// A socket and what has been read from it but not used yet.
 pub struct Connection {
-    pub sender: http1::SendRequest<Full<Bytes>>,
-    pub driver: http1::Connection<TokioIo<Io>, Full<Bytes>>,
+    pub io: Io,
+    pub read: BytesMut,
 }
 
 /// Where connections go and how they are secured.
@@ -92,11 +89,10 @@ impl Connector {
         let io = tokio::time::timeout(self.timeout, self.open())
             .await
             .map_err(|_| format!("connect to {}:{} timed out", self.host, self.port))??;
-        let (sender, driver) = http1::Builder::new()
-            .handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Connection { sender, driver })
+        Ok(Connection {
+            io,
+            read: BytesMut::new(),
+        })
     }
 
     async fn open(&self) -> Result<Io, String> {
@@ -149,12 +145,24 @@ impl Pool {
     }
 }
 
+/// Room made before each read: a few chunks, or a whole short answer.
+const READ_SIZE: usize = 8 * 1024;
+/// Less room than this left in the buffer means making room first.
+const MIN_READ_ROOM: usize = 1024;
+
 impl Connection {
-    /// Lets the driver take in whatever already arrived (a close, a stray byte) and
-    /// says whether a request can still be sent.
+    /// Reads what the socket has into `read`; `Ok(0)` is the upstream closing.
+    pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.read.capacity() - self.read.len() < MIN_READ_ROOM {
+            self.read.reserve(READ_SIZE);
+        }
+        std::pin::pin!(self.io.read_buf(&mut self.read)).poll(cx)
+    }
+
+    /// Whether a request can be sent: nothing arrived while idle, not even a close.
     fn is_open(&mut self) -> bool {
         let mut cx = Context::from_waker(noop_waker_ref());
-        Pin::new(&mut self.driver).poll(&mut cx).is_pending() && self.sender.is_ready()
+        self.read.is_empty() && self.poll_fill(&mut cx).is_pending()
     }
 }
 

@@ -1,14 +1,12 @@
-//! One request and its response on one connection, driven by whoever polls it.
+//! One request and its response on one connection, read by whoever polls it.
 //!
-//! hyper's pooled client runs each connection as a task of its own and hands body
-//! chunks to the reader over a one-slot channel: two task wake-ups per chunk, and
-//! never more than one chunk ready at a time, so a relay could not join chunks that
-//! arrived together into one write. Here the connection's driver is polled from the
-//! body's own `poll_next`, on the task that relays the answer: a socket read that
-//! brings several chunks yields them one after another without a wake-up, and the
-//! relay sends them in one write. Dropping the body drops the connection, which
-//! closes the upstream socket at once.
+//! The response body reads its socket from its own `poll_next`, on the task that
+//! relays the answer: no connection task and no channel between them, so a chunk
+//! costs one wake-up, and a socket read that brings several chunks yields them
+//! one after another for the relay to send in one write. Dropping the body drops
+//! the connection, which closes the upstream socket at once.
 
+use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -16,58 +14,79 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::task::noop_waker_ref;
-use http_body_util::Full;
-use hyper::body::{Body, Incoming};
-use hyper::{Request, Response};
+use tokio::io::AsyncWriteExt;
 
 use super::connection::{Connection, Pool};
+use super::http1::{self, BodyDecoder, ResponseHead, Step};
 
-/// Sends `request` and drives the connection until the response head arrives.
-pub async fn send(
-    mut connection: Connection,
-    request: Request<Full<Bytes>>,
-) -> Result<(Response<Incoming>, Option<Connection>), hyper::Error> {
-    let mut response = std::pin::pin!(connection.sender.send_request(request));
-    let mut driver_done = false;
-    let head = std::future::poll_fn(|cx| {
-        if !driver_done && let Poll::Ready(result) = Pin::new(&mut connection.driver).poll(cx) {
-            driver_done = true;
-            // A failed driver has already failed the response; its error is the one
-            // worth reporting.
-            result?;
-        }
-        response.as_mut().poll(cx)
-    })
-    .await?;
-    Ok((head, (!driver_done).then_some(connection)))
+/// Why an exchange failed before the response head.
+#[derive(Debug)]
+pub enum Failure {
+    /// Writing the request failed: the upstream cannot have acted on it.
+    Unsent(io::Error),
+    /// The request went out; the answer broke or never came.
+    Broken(String),
 }
 
-/// A response body that drives its own connection and returns it to the pool
+/// Writes `request` and reads until the response head has arrived.
+pub async fn send(connection: &mut Connection, request: &[u8]) -> Result<ResponseHead, Failure> {
+    connection
+        .io
+        .write_all(request)
+        .await
+        .map_err(Failure::Unsent)?;
+    connection.io.flush().await.map_err(Failure::Unsent)?;
+    loop {
+        match http1::take_head(&mut connection.read) {
+            Ok(Some(head)) => return Ok(head),
+            Ok(None) => {}
+            Err(error) => return Err(Failure::Broken(error.to_string())),
+        }
+        match std::future::poll_fn(|cx| connection.poll_fill(cx)).await {
+            Ok(0) => {
+                return Err(Failure::Broken(
+                    "the upstream closed the connection before answering".into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(error) => return Err(Failure::Broken(error.to_string())),
+        }
+    }
+}
+
+/// A response body that reads its own connection and returns it to the pool
 /// once the body has ended cleanly.
 pub struct BodyStream {
-    body: Incoming,
+    /// `None` once the body has ended or failed.
     connection: Option<Connection>,
+    decoder: BodyDecoder,
+    reusable: bool,
     pool: Arc<Pool>,
 }
 
 impl BodyStream {
-    pub fn new(body: Incoming, connection: Option<Connection>, pool: Arc<Pool>) -> Self {
+    pub fn new(connection: Connection, head: &ResponseHead, pool: Arc<Pool>) -> Self {
         BodyStream {
-            body,
-            connection,
+            connection: Some(connection),
+            decoder: head.body.clone(),
+            reusable: head.reusable,
             pool,
         }
     }
 
-    /// Lets the driver read and decode; `Err` when the connection failed.
-    fn drive(&mut self, cx: &mut Context<'_>) -> Result<(), hyper::Error> {
-        if let Some(connection) = &mut self.connection
-            && let Poll::Ready(result) = Pin::new(&mut connection.driver).poll(cx)
+    fn end(&mut self) -> Poll<Option<Result<Bytes, String>>> {
+        if let Some(connection) = self.connection.take()
+            && self.reusable
+            && connection.read.is_empty()
         {
-            self.connection = None;
-            result?;
+            self.pool.put(connection);
         }
-        Ok(())
+        Poll::Ready(None)
+    }
+
+    fn fail(&mut self, error: impl ToString) -> Poll<Option<Result<Bytes, String>>> {
+        self.connection = None;
+        Poll::Ready(Some(Err(error.to_string())))
     }
 }
 
@@ -80,7 +99,7 @@ impl Drop for BodyStream {
             return;
         }
         let mut cx = Context::from_waker(noop_waker_ref());
-        for _ in 0..MAX_FRAMES_LEFT {
+        for _ in 0..MAX_STEPS_LEFT {
             match Pin::new(&mut *self).poll_next(&mut cx) {
                 Poll::Ready(Some(Ok(_))) => continue,
                 Poll::Ready(None) | Poll::Ready(Some(Err(_))) | Poll::Pending => return,
@@ -89,8 +108,8 @@ impl Drop for BodyStream {
     }
 }
 
-/// Frames a dropped body may still read to reach its end without waiting.
-const MAX_FRAMES_LEFT: usize = 4;
+/// Body steps a dropped body may still take to reach its end without waiting.
+const MAX_STEPS_LEFT: usize = 4;
 
 impl Stream for BodyStream {
     type Item = Result<Bytes, String>;
@@ -98,26 +117,28 @@ impl Stream for BodyStream {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if let Err(error) = this.drive(cx) {
-                return Poll::Ready(Some(Err(super::error_chain(&error))));
+            let Some(connection) = &mut this.connection else {
+                return Poll::Ready(None);
+            };
+            match this.decoder.step(&mut connection.read) {
+                Ok(Step::Data(data)) => return Poll::Ready(Some(Ok(data))),
+                Ok(Step::End) => return this.end(),
+                Err(error) => return this.fail(error),
+                Ok(Step::NeedMore) => {}
             }
-            match Pin::new(&mut this.body).poll_frame(cx) {
+            match connection.poll_fill(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(error))) => {
-                    this.connection = None;
-                    return Poll::Ready(Some(Err(super::error_chain(&error))));
+                Poll::Ready(Ok(0)) => {
+                    return match this.decoder.at_eof() {
+                        Ok(()) => {
+                            this.reusable = false;
+                            this.end()
+                        }
+                        Err(error) => this.fail(error),
+                    };
                 }
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) if !data.is_empty() => return Poll::Ready(Some(Ok(data))),
-                    // Trailers and empty frames carry nothing for the reader.
-                    _ => continue,
-                },
-                Poll::Ready(None) => {
-                    if let Some(connection) = this.connection.take() {
-                        this.pool.put(connection);
-                    }
-                    return Poll::Ready(None);
-                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => return this.fail(error),
             }
         }
     }

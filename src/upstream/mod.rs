@@ -11,6 +11,7 @@
 pub mod chunk;
 mod connection;
 mod exchange;
+mod http1;
 mod scan;
 pub mod sse;
 
@@ -22,14 +23,13 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use http_body_util::Full;
-use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Request, Uri};
+use hyper::Uri;
 
 pub use self::connection::on_worker_thread;
 
 use self::connection::{Connection, Connector, Pool};
-use self::exchange::BodyStream;
+use self::exchange::{BodyStream, Failure};
+use self::http1::RequestHead;
 
 use crate::config::Secret;
 
@@ -48,17 +48,13 @@ pub trait Transport: Send + Sync {
     fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>>;
 }
 
-/// The production transport: HTTP/1.1 over pooled connections, each driven by the
-/// task that reads its answer (see `exchange`).
+/// The production transport: HTTP/1.1 over pooled connections, each read by the
+/// task that relays its answer (see `exchange`).
 struct HttpTransport {
     connector: Connector,
     pool: Arc<Pool>,
-    /// `Host`, as the URL gives it.
-    authority: HeaderValue,
-    /// The path of `{base_url}/chat/completions`.
-    path: String,
-    /// `Bearer {key}`, marked sensitive; `None` when no key is set.
-    authorization: Option<HeaderValue>,
+    /// `POST {base_url}/chat/completions` with host and key, written once.
+    head: RequestHead,
 }
 
 /// How connections to an upstream are made.
@@ -164,35 +160,13 @@ impl HttpTransport {
         let port = authority
             .port_u16()
             .unwrap_or(if tls.is_some() { 443 } else { 80 });
-        let authorization = if api_key.is_empty() {
-            None
-        } else {
-            let mut value = HeaderValue::try_from(format!("Bearer {}", api_key.expose()))
-                .map_err(|_| "the upstream key is not a valid header value".to_owned())?;
-            value.set_sensitive(true);
-            Some(value)
-        };
+        let authorization = (!api_key.is_empty()).then(|| format!("Bearer {}", api_key.expose()));
+        let path = format!("{}/chat/completions", uri.path().trim_end_matches('/'));
         Ok(HttpTransport {
             connector: Connector::new(host.to_owned(), port, tls, connect.timeout),
             pool: Arc::default(),
-            authority: HeaderValue::try_from(authority.as_str())
-                .map_err(|_| invalid("has a bad host"))?,
-            path: format!("{}/chat/completions", uri.path().trim_end_matches('/')),
-            authorization,
+            head: RequestHead::new(&path, authority.as_str(), authorization.as_deref())?,
         })
-    }
-
-    fn request(&self, body: Bytes) -> Result<Request<Full<Bytes>>, SendError> {
-        let mut request = Request::post(self.path.as_str())
-            .header(header::HOST, self.authority.clone())
-            .header(header::CONTENT_TYPE, JSON.clone())
-            .header(header::ACCEPT, ACCEPT.clone());
-        if let Some(authorization) = &self.authorization {
-            request = request.header(header::AUTHORIZATION, authorization.clone());
-        }
-        request
-            .body(Full::new(body))
-            .map_err(|e| SendError::Io(e.to_string()))
     }
 
     /// A pooled connection when one is open, else a new one; and whether it was pooled.
@@ -205,57 +179,44 @@ impl HttpTransport {
     }
 }
 
-static JSON: HeaderValue = HeaderValue::from_static("application/json");
-static ACCEPT: HeaderValue = HeaderValue::from_static("text/event-stream, application/json");
-
 impl Transport for HttpTransport {
     fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
         Box::pin(async move {
+            let request = self.head.encode(&body);
             let (mut connection, mut pooled) = self.connection().await?;
-            let (head, connection) = loop {
-                match exchange::send(connection, self.request(body.clone())?).await {
-                    Ok(sent) => break sent,
+            let head = loop {
+                match exchange::send(&mut connection, &request).await {
+                    Ok(head) => break head,
                     // A pooled connection the upstream closed before taking the
                     // request: nothing was sent, so a fresh connection is no retry.
-                    Err(error) if pooled && error.is_canceled() => {
+                    Err(Failure::Unsent(_)) if pooled => {
                         connection = self.connector.connect().await.map_err(SendError::Connect)?;
                         pooled = false;
                     }
-                    Err(error) => return Err(SendError::Io(error_chain(&error))),
+                    Err(Failure::Unsent(error)) => return Err(SendError::Io(error.to_string())),
+                    Err(Failure::Broken(text)) => return Err(SendError::Io(text)),
                 }
             };
-            let (parts, incoming) = head.into_parts();
             Ok(UpstreamResponse {
-                status: parts.status.as_u16(),
-                retry_after: retry_after(&parts.headers),
-                kind: body_kind(&parts.headers),
-                body: BodyStream::new(incoming, connection, self.pool.clone()).boxed(),
+                status: head.status,
+                retry_after: head.retry_after.as_deref().and_then(retry_after),
+                kind: head.kind,
+                body: BodyStream::new(connection, &head, self.pool.clone()).boxed(),
             })
         })
     }
 }
 
-/// The error and its sources on one line ("error sending request: connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-fn body_kind(headers: &HeaderMap) -> BodyKind {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if content_type.starts_with("text/event-stream") {
+/// The body kind a `Content-Type` value declares.
+fn body_kind(content_type: &str) -> BodyKind {
+    let starts = |prefix: &str| {
+        content_type
+            .get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    };
+    if starts("text/event-stream") {
         BodyKind::EventStream
-    } else if content_type.starts_with("application/json") {
+    } else if starts("application/json") {
         BodyKind::Json
     } else {
         BodyKind::Unknown
@@ -263,8 +224,8 @@ fn body_kind(headers: &HeaderMap) -> BodyKind {
 }
 
 /// `Retry-After` as delta-seconds or an HTTP date.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
@@ -276,38 +237,26 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    fn headers(name: header::HeaderName, value: &str) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        map.insert(name, HeaderValue::from_str(value).expect("valid header"));
-        map
-    }
-
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {
-        assert_eq!(
-            retry_after(&headers(header::RETRY_AFTER, "7")),
-            Some(Duration::from_secs(7))
-        );
+        assert_eq!(retry_after("7"), Some(Duration::from_secs(7)));
         let future = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
-        let wait = retry_after(&headers(header::RETRY_AFTER, &future)).expect("a date parses");
+        let wait = retry_after(&future).expect("a date parses");
         assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120));
         let past = httpdate::fmt_http_date(SystemTime::UNIX_EPOCH);
-        assert_eq!(
-            retry_after(&headers(header::RETRY_AFTER, &past)),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(retry_after(&headers(header::RETRY_AFTER, "soon")), None);
+        assert_eq!(retry_after(&past), Some(Duration::ZERO));
+        assert_eq!(retry_after("soon"), None);
     }
 
     #[test]
     fn content_types_decide_the_body_kind() {
-        let kind = |ct| body_kind(&headers(header::CONTENT_TYPE, ct));
         assert_eq!(
-            kind("text/event-stream; charset=utf-8"),
+            body_kind("text/event-stream; charset=utf-8"),
             BodyKind::EventStream
         );
-        assert_eq!(kind("Application/JSON"), BodyKind::Json);
-        assert_eq!(kind("text/plain"), BodyKind::Unknown);
+        assert_eq!(body_kind("Application/JSON"), BodyKind::Json);
+        assert_eq!(body_kind("text/plain"), BodyKind::Unknown);
+        assert_eq!(body_kind("text/ev"), BodyKind::Unknown);
     }
 
     #[test]
