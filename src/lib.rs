@@ -2,7 +2,7 @@
 //!
 //! Codemap (the README's `## Architecture` has the whole map):
 //! - `config`: one validated `Config` from TOML and `LADLE_*` variables.
-//! - `upstream`: the only HTTP client (hyper's HTTP/1, driven by the reading task);
+//! - `upstream`: the only HTTP client (its own HTTP/1.1, read by the relaying task);
 //!   `sse` and `chunk` parse without HTTP.
 //! - `retry`: the retry policy as pure functions.
 //! - `completion`: the attempt loop under one deadline; the only code that sleeps.

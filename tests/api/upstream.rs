@@ -75,6 +75,118 @@ async fn an_idle_connection_the_upstream_closed_is_not_reused() {
     );
 }
 
+/// The events of a whole answer writing `pieces`, as one SSE text.
+fn events_of(pieces: &[&str]) -> String {
+    let mut events = vec![role()];
+    events.extend(pieces.iter().map(|p| content(p)));
+    events.push(finish());
+    events.push("[DONE]".to_owned());
+    events.iter().map(|e| format!("data: {e}\n\n")).collect()
+}
+
+#[tokio::test]
+async fn chunk_framing_cut_anywhere_still_gives_the_whole_answer() {
+    let app = spawn_app().await;
+    let sse = events_of(&["番茄", "炒蛋"]);
+    let mut wire = format!("{:x}\r\n", sse.len()).into_bytes();
+    wire.extend_from_slice(sse.as_bytes());
+    wire.extend_from_slice(b"\r\n0\r\n\r\n");
+    // Cut inside the size line, inside a UTF-8 character, and between \r and \n.
+    let cuts = [1, 30, wire.len() - 6, wire.len() - 1];
+    let mut steps = vec![Step::Send(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec(),
+    )];
+    let mut at = 0;
+    for cut in cuts.into_iter().chain([wire.len()]) {
+        steps.push(Step::Send(wire[at..cut].to_vec()));
+        steps.push(Step::Pause(Duration::from_millis(5)));
+        at = cut;
+    }
+    app.upstream.push([Script(steps)]);
+    let body = json_of(app.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "番茄炒蛋");
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_content_length_answer_is_read_to_its_length_and_reused() {
+    let app = spawn_app().await;
+    let sse = events_of(&["ok"]);
+    let answer = Script(vec![
+        Step::Send(
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{sse}",
+                sse.len()
+            )
+            .into_bytes(),
+        ),
+        Step::KeepAlive,
+    ]);
+    app.upstream
+        .push([answer, keep_alive_answer(&["again"], false)]);
+    let body = json_of(app.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "ok");
+    let body = json_of(app.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "again");
+    assert_eq!(app.upstream.connections(), [0, 0]);
+}
+
+#[tokio::test]
+async fn an_answer_that_says_connection_close_leaves_nothing_to_reuse() {
+    let app = spawn_app().await;
+    let sse = events_of(&["once"]);
+    let answer = Script(vec![
+        Step::Send(
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{sse}",
+                sse.len()
+            )
+            .into_bytes(),
+        ),
+        Step::KeepAlive,
+    ]);
+    app.upstream
+        .push([answer, keep_alive_answer(&["twice"], false)]);
+    assert_eq!(app.chat(false).await.status(), 200);
+    assert_eq!(app.chat(false).await.status(), 200);
+    assert_eq!(app.upstream.connections(), [0, 1]);
+}
+
+/// Asserts the answer failed the way a broken transport does: the attempts never
+/// started, so they were retried with back-off until the deadline ran out.
+async fn assert_failed_like_a_broken_transport(app: &TestApp, response: reqwest::Response) {
+    assert_eq!(response.status(), 504);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
+    assert!(app.upstream.requests().len() >= 2);
+    assert!(
+        app.metric("ladle_retries_total{reason=\"not_started\"}")
+            .await
+            >= 1.0
+    );
+}
+
+#[tokio::test]
+async fn broken_chunk_framing_is_a_broken_transport() {
+    let app = spawn_app().await;
+    app.upstream.fallback(Script(vec![Step::Send(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nzz\r\ndata: x\r\n"
+            .to_vec(),
+    )]));
+    let response = app.chat(false).await;
+    assert_failed_like_a_broken_transport(&app, response).await;
+    wait_until(|| app.upstream.open_sockets() == 0).await;
+}
+
+#[tokio::test]
+async fn a_malformed_response_head_is_a_broken_transport() {
+    let app = spawn_app().await;
+    app.upstream
+        .fallback(Script(vec![Step::Send(b"HTTP/1.1 OK\r\n\r\n".to_vec())]));
+    let response = app.chat(false).await;
+    assert_failed_like_a_broken_transport(&app, response).await;
+}
+
 #[tokio::test]
 async fn an_https_upstream_is_reached_through_tls_with_an_extra_ca() {
     let upstream = TlsUpstream::start().await;
