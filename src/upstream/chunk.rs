@@ -97,13 +97,13 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
     if data.trim_ascii() == b"[DONE]" {
         return Ok(Parsed::Done);
     }
+    if let Some(chunk) = super::scan::scan(data, want_meta) {
+        return Ok(Parsed::Chunk(chunk));
+    }
     // One UTF-8 check of the whole payload; `from_str` then skips the check that
     // `from_slice` repeats for every key and string (a fifth of the parse).
     let text = std::str::from_utf8(data).map_err(|e| MalformedChunk(e.to_string()))?;
-    match super::scan::scan(text, want_meta) {
-        Some(chunk) => Ok(Parsed::Chunk(chunk)),
-        None => parse_with_serde(text, want_meta),
-    }
+    parse_with_serde(text, want_meta)
 }
 
 /// The definition of a chunk's meaning; `scan` is its fast path.

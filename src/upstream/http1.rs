@@ -7,7 +7,7 @@
 //! byte at a time, and that was a fifth of the relay's work per chunk. The head is
 //! parsed by httparse, the parser hyper itself uses.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use super::BodyKind;
 
@@ -111,11 +111,11 @@ pub fn take_head(buf: &mut BytesMut) -> Result<Option<ResponseHead>, HeadError> 
         };
         let status = response.code.unwrap_or(0);
         if (100..200).contains(&status) && status != 101 {
-            let _ = buf.split_to(length);
+            buf.advance(length);
             continue;
         }
         let head = read_head(status, response.version == Some(1), response.headers)?;
-        let _ = buf.split_to(length);
+        buf.advance(length);
         return Ok(Some(head));
     }
 }
@@ -267,10 +267,9 @@ impl Chunked {
         loop {
             match *self {
                 Chunked::Size => {
-                    let Some(line) = take_line(buf)? else {
+                    let Some(size) = take_line(buf, chunk_size)? else {
                         return Ok(Step::NeedMore);
                     };
-                    let size = chunk_size(&line)?;
                     *self = if size == 0 {
                         Chunked::Trailers
                     } else {
@@ -291,21 +290,21 @@ impl Chunked {
                 Chunked::DataEnd => match buf.first() {
                     None => return Ok(Step::NeedMore),
                     Some(b'\n') => {
-                        let _ = buf.split_to(1);
+                        buf.advance(1);
                         *self = Chunked::Size;
                     }
                     Some(b'\r') if buf.len() < 2 => return Ok(Step::NeedMore),
                     Some(b'\r') if buf[1] == b'\n' => {
-                        let _ = buf.split_to(2);
+                        buf.advance(2);
                         *self = Chunked::Size;
                     }
                     Some(_) => return Err(BodyError::Chunked("no line end after a chunk")),
                 },
                 Chunked::Trailers => {
-                    let Some(line) = take_line(buf)? else {
+                    let Some(empty) = take_line(buf, |line| Ok(line.is_empty()))? else {
                         return Ok(Step::NeedMore);
                     };
-                    if line.is_empty() {
+                    if empty {
                         return Ok(Step::End);
                     }
                 }
@@ -314,8 +313,12 @@ impl Chunked {
     }
 }
 
-/// One line off the front of `buf`, without its `\r\n` (or bare `\n`).
-fn take_line(buf: &mut BytesMut) -> Result<Option<BytesMut>, BodyError> {
+/// Reads one line off the front of `buf` with `read`, which sees it without its
+/// `\r\n` (or bare `\n`); `None` while the line is incomplete.
+fn take_line<T>(
+    buf: &mut BytesMut,
+    read: impl FnOnce(&[u8]) -> Result<T, BodyError>,
+) -> Result<Option<T>, BodyError> {
     let Some(end) = memchr::memchr(b'\n', buf) else {
         return if buf.len() > MAX_LINE {
             Err(BodyError::Chunked("a line too long"))
@@ -323,12 +326,10 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<BytesMut>, BodyError> {
             Ok(None)
         };
     };
-    let mut line = buf.split_to(end + 1);
-    line.truncate(end);
-    if line.last() == Some(&b'\r') {
-        line.truncate(end - 1);
-    }
-    Ok(Some(line))
+    let line = &buf[..end];
+    let value = read(line.strip_suffix(b"\r").unwrap_or(line))?;
+    buf.advance(end + 1);
+    Ok(Some(value))
 }
 
 /// The size of a chunk-size line (`1a;ext=x`): hex digits, extensions ignored.

@@ -11,30 +11,50 @@
 use super::chunk::{Chunk, Meta};
 
 /// The chunk, when the payload is a well-formed chunk of a common shape; `None`
-/// means "ask serde_json", never "malformed".
-pub fn scan(text: &str, want_meta: bool) -> Option<Chunk> {
-    let mut cursor = Cursor {
-        bytes: text.as_bytes(),
-        at: 0,
-    };
+/// means "ask serde_json", never "malformed". Takes bytes: only strings may hold
+/// non-ASCII, so checking UTF-8 string by string (and only where a high bit was
+/// seen) covers the whole payload.
+pub fn scan(bytes: &[u8], want_meta: bool) -> Option<Chunk> {
+    let mut cursor = Cursor { bytes, at: 0 };
     let chunk = cursor.top(want_meta)?;
     cursor.space();
     (cursor.at == cursor.bytes.len()).then_some(chunk)
 }
 
-/// The bytes a string's plain run ends at: its quote, a backslash, and control
-/// characters (which JSON forbids inside strings).
-static STOPS_A_STRING: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut byte = 0;
-    while byte < 0x20 {
-        table[byte] = true;
-        byte += 1;
+/// Where the plain run of a string starting at `at` stops: the index of its quote,
+/// a backslash or a control character (which JSON forbids inside strings), or the
+/// end of `bytes`. Eight bytes at a time; `high` collects the high bits of the run,
+/// so non-ASCII text is noticed.
+fn plain_run(bytes: &[u8], mut at: usize, high: &mut u8) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // The high bit of every byte of `x` that is zero; exact for the lowest one.
+    let zeros = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    while let Some(eight) = bytes.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(eight);
+        let word = u64::from_le_bytes(word);
+        let controls = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+        let stops = zeros(word ^ (ONES * u64::from(b'"')))
+            | zeros(word ^ (ONES * u64::from(b'\\')))
+            | controls;
+        if stops != 0 {
+            let lowest = stops & stops.wrapping_neg();
+            *high |= u8::from(word & HIGHS & lowest.wrapping_sub(1) != 0);
+            return at + (stops.trailing_zeros() / 8) as usize;
+        }
+        *high |= u8::from(word & HIGHS != 0);
+        at += 8;
     }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
-    table
-};
+    while let Some(&byte) = bytes.get(at) {
+        if byte == b'"' || byte == b'\\' || byte < 0x20 {
+            break;
+        }
+        *high |= byte & 0x80;
+        at += 1;
+    }
+    at
+}
 
 /// Deepest nesting skipped before stepping aside (serde_json allows 128).
 const MAX_DEPTH: usize = 32;
@@ -216,13 +236,14 @@ impl Cursor<'_> {
         self.expect(b'"')?;
         let start = self.at;
         let mut escaped = false;
+        let mut high = 0;
         loop {
-            // Runs of plain bytes are skipped in one tight loop.
-            let rest = self.bytes.get(self.at..)?;
-            let stop = rest.iter().position(|&b| STOPS_A_STRING[usize::from(b)])?;
-            self.at += stop;
+            self.at = plain_run(self.bytes, self.at, &mut high);
             match self.next()? {
                 b'"' => {
+                    if high != 0 {
+                        std::str::from_utf8(&self.bytes[start..self.at - 1]).ok()?;
+                    }
                     return Some(Span {
                         start,
                         end: self.at - 1,
@@ -406,7 +427,7 @@ mod tests {
 
     /// Whenever the scanner answers, serde_json gives the same chunk.
     fn agrees(text: &str, want_meta: bool) -> Option<()> {
-        let chunk = scan(text, want_meta)?;
+        let chunk = scan(text.as_bytes(), want_meta)?;
         assert_eq!(
             parse_with_serde(text, want_meta),
             Ok(Parsed::Chunk(chunk)),
@@ -468,7 +489,55 @@ mod tests {
             r#"{"choices":[]} x"#,
             "{\"id\":\"a\u{1}\"}",
         ] {
-            assert_eq!(scan(text, true), None, "{text}");
+            assert_eq!(scan(text.as_bytes(), true), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_in_any_string_is_left_to_serde() {
+        for bytes in [
+            &b"{\"choices\":[{\"delta\":{\"content\":\"ab\xff\"}}]}"[..],
+            b"{\"object\":\"chat.completion.chunk\xe4\xb8\"}",
+            b"{\"obj\xc3\x28ect\":1}",
+            b"{\"id\":\"twelve bytes \xed\xa0\x80 long\"}",
+        ] {
+            assert_eq!(scan(bytes, true), None, "{bytes:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any bytes inside a string: the scanner answers only for valid UTF-8
+        /// without control characters, and then reads the string back whole.
+        #[test]
+        fn string_contents_are_checked_byte_for_byte(
+            inside in prop::collection::vec(any::<u8>(), 0..40),
+            kept in any::<bool>(),
+        ) {
+            let key: &[u8] = if kept { b"content" } else { b"role" };
+            let mut bytes = b"{\"choices\":[{\"delta\":{\"".to_vec();
+            bytes.extend_from_slice(key);
+            bytes.extend_from_slice(b"\":\"");
+            bytes.extend_from_slice(&inside);
+            bytes.extend_from_slice(b"\"}}]}");
+            let plain = std::str::from_utf8(&inside)
+                .ok()
+                .filter(|t| !t.contains(['"', '\\']) && !t.chars().any(|c| c < ' '));
+            match (scan(&bytes, false), plain) {
+                (Some(chunk), plain) => {
+                    let text = std::str::from_utf8(&bytes);
+                    prop_assert!(text.is_ok(), "accepted invalid UTF-8: {:?}", inside);
+                    let text = text.unwrap_or_default();
+                    prop_assert_eq!(parse_with_serde(text, false), Ok(Parsed::Chunk(chunk.clone())));
+                    if let Some(text) = plain {
+                        let expected = (kept && !text.is_empty()).then(|| text.to_owned());
+                        prop_assert_eq!(chunk.content, expected);
+                    }
+                }
+                (None, None) => {}
+                (None, Some(text)) => prop_assert!(false, "refused plain text {:?}", text),
+            }
         }
     }
 
@@ -478,6 +547,8 @@ mod tests {
             r#""""#,
             r#""tok ""#,
             r#""番茄炒蛋""#,
+            r#""番茄炒蛋 and a run longer than eight bytes\" then more""#,
+            "\"seventeen bytes..\u{1f}\"",
             r#""a\"b\\c\/d\n\t\r\b\f""#,
             r#""\u4e2d\u0041""#,
             r#""\ud83d\ude00""#,
