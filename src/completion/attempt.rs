@@ -7,6 +7,7 @@
 //! comments produce no event, so they never reset it.
 
 use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -110,41 +111,54 @@ impl Attempt {
         self.output_began
     }
 
+    /// Whether the upstream answered with one whole document rather than events.
+    pub fn reads_whole(&self) -> bool {
+        self.mode == Mode::Whole
+    }
+
     /// The next data chunk; `None` once the stream has properly ended.
     pub async fn next(&mut self) -> Result<Option<Received>, AttemptFailure> {
+        if self.reads_whole() {
+            // Rare, and its future is large: boxed, so `next` stays small.
+            return Box::pin(self.whole_answer()).await;
+        }
+        std::future::poll_fn(|cx| self.poll_next_event_chunk(cx)).await
+    }
+
+    /// `next` for an event stream, as a poll: the per-chunk path, with no future
+    /// to build or move.
+    pub fn poll_next_event_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Received>, AttemptFailure>> {
         loop {
-            let event = match self.mode {
-                Mode::Over => return Ok(None),
-                // Rare, and its future is large: boxed, so `next` stays small.
-                Mode::Whole => return Box::pin(self.whole_answer()).await,
-                Mode::Stream => self.next_event().await?,
-            };
-            let Some(raw) = event else {
-                return if self.finished {
+            if self.mode == Mode::Over {
+                return Poll::Ready(Ok(None));
+            }
+            let Some(raw) = ready!(self.poll_next_event(cx))? else {
+                return Poll::Ready(if self.finished {
                     Ok(None)
                 } else {
                     Err(AttemptFailure::new(FailureKind::EndedEarly))
-                };
+                });
             };
             self.idle_until = Instant::now() + self.idle;
             if raw.trim_ascii().is_empty() {
                 continue;
             }
-            match chunk::parse(&raw, !self.output_began) {
+            return Poll::Ready(match chunk::parse(&raw, !self.output_began) {
                 Ok(Parsed::Done) => {
                     self.mode = Mode::Over;
-                    return Ok(None);
+                    Ok(None)
                 }
                 Ok(Parsed::Error(message)) => {
-                    return Err(AttemptFailure::new(FailureKind::ErrorChunk(message)));
+                    Err(AttemptFailure::new(FailureKind::ErrorChunk(message)))
                 }
-                Ok(Parsed::Chunk(chunk)) => return Ok(Some(self.received(raw, chunk))),
-                Err(malformed) => {
-                    return Err(AttemptFailure::new(FailureKind::Protocol(
-                        malformed.to_string(),
-                    )));
-                }
-            }
+                Ok(Parsed::Chunk(chunk)) => Ok(Some(self.received(raw, chunk))),
+                Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
+                    malformed.to_string(),
+                ))),
+            });
         }
     }
 
@@ -155,20 +169,23 @@ impl Attempt {
     }
 
     /// The next SSE event's data, or `None` at the end of the body.
-    async fn next_event(&mut self) -> Result<Option<Bytes>, AttemptFailure> {
+    fn poll_next_event(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, AttemptFailure>> {
         loop {
             match self.decoder.next_event() {
-                Ok(Some(event)) => return Ok(Some(event.data)),
+                Ok(Some(event)) => return Poll::Ready(Ok(Some(event.data))),
                 Ok(None) => {}
                 Err(too_long) => {
-                    return Err(AttemptFailure::new(FailureKind::Protocol(
+                    return Poll::Ready(Err(AttemptFailure::new(FailureKind::Protocol(
                         too_long.to_string(),
-                    )));
+                    ))));
                 }
             }
-            match self.read().await? {
+            match ready!(self.poll_read(cx))? {
                 Some(bytes) => self.decoder.push(&bytes),
-                None => return Ok(None),
+                None => return Poll::Ready(Ok(None)),
             }
         }
     }
@@ -204,7 +221,7 @@ impl Attempt {
     /// Reads the rest of the body, keeping at most `limit` bytes.
     async fn read_whole(&mut self, limit: usize) -> Result<Bytes, AttemptFailure> {
         let mut whole = BytesMut::new();
-        while let Some(bytes) = self.read().await? {
+        while let Some(bytes) = std::future::poll_fn(|cx| self.poll_read(cx)).await? {
             if whole.len() + bytes.len() > limit {
                 if limit == MAX_ERROR_TEXT {
                     break;
@@ -221,24 +238,24 @@ impl Attempt {
     }
 
     /// The next piece of the body, bounded by the idle timer and the deadline.
-    async fn read(&mut self) -> Result<Option<Bytes>, AttemptFailure> {
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, AttemptFailure>> {
         let until = self.idle_until.min(self.deadline.at);
         if self.timer.deadline() != until {
             self.timer.as_mut().reset(until);
         }
         // The body is polled first, as `timeout_at` would: bytes that are ready win.
-        tokio::select! {
-            biased;
-            next = self.body.next() => match next {
+        if let Poll::Ready(next) = self.body.poll_next_unpin(cx) {
+            return Poll::Ready(match next {
                 None => Ok(None),
                 Some(Ok(bytes)) => Ok(Some(bytes)),
                 Some(Err(text)) => Err(AttemptFailure::new(FailureKind::Io(text))),
-            },
-            () = self.timer.as_mut() => Err(AttemptFailure::new(timer_kind(
-                self.idle_until,
-                self.deadline,
-            ))),
+            });
         }
+        ready!(self.timer.as_mut().poll(cx));
+        Poll::Ready(Err(AttemptFailure::new(timer_kind(
+            self.idle_until,
+            self.deadline,
+        ))))
     }
 }
 

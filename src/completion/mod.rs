@@ -12,11 +12,14 @@ mod progress;
 
 pub use progress::{Finished, Progress};
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, sleep_until, timeout_at};
@@ -161,21 +164,40 @@ impl Completion {
 
     /// The completion as a stream of progress, ending after `Finished` or `Failed`.
     pub fn into_stream(self) -> impl Stream<Item = Progress> + Send {
-        // Boxed, so that each step moves a pointer in and out of the stream's state
-        // rather than the whole completion.
-        futures_util::stream::unfold(Box::new(self), |mut completion| async move {
-            let progress = completion.next().await?;
-            Some((progress, completion))
-        })
+        ProgressStream {
+            idle: Some(Box::new(self)),
+            busy: None,
+        }
     }
 
     /// Drives the loop to the next piece of progress; logs the request's summary
     /// line when it finishes or fails.
     pub async fn next(&mut self) -> Option<Progress> {
-        let progress = self.advance().await;
+        let progress = self.advance().await?;
+        Some(self.logged(progress))
+    }
+
+    /// The next chunk's progress when an event stream is being read, as a poll;
+    /// `None` in every other phase, which `next` handles.
+    fn poll_streaming(&mut self, cx: &mut Context<'_>) -> Option<Poll<Progress>> {
+        let Phase::Streaming(attempt) = &mut self.phase else {
+            return None;
+        };
+        if attempt.reads_whole() {
+            return None;
+        }
+        let Poll::Ready(read) = attempt.poll_next_event_chunk(cx) else {
+            return Some(Poll::Pending);
+        };
+        let progress = self.on_read(read);
+        Some(Poll::Ready(self.logged(progress)))
+    }
+
+    /// Logs the request's summary line once it finishes or fails.
+    fn logged(&self, progress: Progress) -> Progress {
         match &progress {
-            Some(Progress::Finished(_)) => self.log_request("ok"),
-            Some(Progress::Failed(error)) => self.log_request(error.code()),
+            Progress::Finished(_) => self.log_request("ok"),
+            Progress::Failed(error) => self.log_request(error.code()),
             _ => {}
         }
         progress
@@ -204,11 +226,10 @@ impl Completion {
                     let failure = failure.clone();
                     return Some(self.on_failure(failure));
                 }
-                Phase::Streaming(attempt) => match attempt.next().await {
-                    Ok(Some(received)) => return Some(self.on_chunk(received)),
-                    Ok(None) => return Some(self.on_end()),
-                    Err(failure) => return Some(self.on_failure(failure)),
-                },
+                Phase::Streaming(attempt) => {
+                    let read = attempt.next().await;
+                    return Some(self.on_read(read));
+                }
             }
         }
     }
@@ -255,6 +276,14 @@ impl Completion {
             Ok(attempt) => Phase::Streaming(Box::new(attempt)),
             Err(failure) => Phase::Refused(failure),
         };
+    }
+
+    fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Progress {
+        match read {
+            Ok(Some(received)) => self.on_chunk(received),
+            Ok(None) => self.on_end(),
+            Err(failure) => self.on_failure(failure),
+        }
     }
 
     fn on_chunk(&mut self, received: Received) -> Progress {
@@ -372,6 +401,46 @@ impl Completion {
 
     fn elapsed_ms(&self) -> u64 {
         (Instant::now() - self.job.deadline.started).as_millis() as u64
+    }
+}
+
+/// A completion as a stream. Reading an event stream, the common step, is polled
+/// in place; every other step runs `Completion::next` as a future that owns the
+/// boxed completion until it resolves, so no future is built or moved per chunk.
+struct ProgressStream {
+    /// The completion, while no step is in flight.
+    idle: Option<Box<Completion>>,
+    /// A step in flight, holding the completion.
+    busy: Option<BoxFuture<'static, (Box<Completion>, Option<Progress>)>>,
+}
+
+impl Stream for ProgressStream {
+    type Item = Progress;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Progress>> {
+        let this = &mut *self;
+        if this.busy.is_none() {
+            let Some(completion) = this.idle.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if let Some(polled) = completion.poll_streaming(cx) {
+                return polled.map(Some);
+            }
+            let Some(mut completion) = this.idle.take() else {
+                return Poll::Ready(None);
+            };
+            this.busy = Some(Box::pin(async move {
+                let progress = completion.next().await;
+                (completion, progress)
+            }));
+        }
+        let Some(busy) = this.busy.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let (completion, progress) = ready!(busy.as_mut().poll(cx));
+        this.busy = None;
+        this.idle = Some(completion);
+        Poll::Ready(progress)
     }
 }
 
