@@ -42,6 +42,7 @@ pub struct Received {
 pub struct Attempt {
     body: BoxStream<'static, Result<Bytes, String>>,
     decoder: SseDecoder,
+    chunks: chunk::Reader,
     mode: Mode,
     idle: Duration,
     idle_until: Instant,
@@ -81,6 +82,7 @@ impl Attempt {
         let mut attempt = Attempt {
             body: response.body,
             decoder: SseDecoder::new(MAX_SSE_LINE),
+            chunks: chunk::Reader::default(),
             mode: Mode::Stream,
             idle,
             idle_until,
@@ -146,7 +148,7 @@ impl Attempt {
             if raw.trim_ascii().is_empty() {
                 continue;
             }
-            return Poll::Ready(match chunk::parse(&raw, !self.output_began) {
+            return Poll::Ready(match self.chunks.parse(&raw, !self.output_began) {
                 Ok(Parsed::Done) => {
                     self.mode = Mode::Over;
                     Ok(None)

@@ -77,6 +77,7 @@ fn parse_all(input: &[u8], read: usize) -> usize {
     let mut decoder = SseDecoder::new(1 << 20);
     let mut events = 0;
     let mut output_began = false;
+    let mut chunks = chunk::Reader::default();
     for piece in input.chunks(read) {
         decoder.push(piece);
         while let Ok(Some(event)) = decoder.next_event() {
@@ -84,9 +85,12 @@ fn parse_all(input: &[u8], read: usize) -> usize {
             if event.data.trim_ascii().is_empty() {
                 continue;
             }
-            match chunk::parse(&event.data, !output_began) {
+            match chunks.parse(&event.data, !output_began) {
                 Ok(Parsed::Chunk(chunk)) => output_began |= black_box(chunk.is_output()),
-                Ok(Parsed::Done) => output_began = false,
+                Ok(Parsed::Done) => {
+                    output_began = false;
+                    chunks = chunk::Reader::default();
+                }
                 other => {
                     black_box(other.is_ok());
                 }
