@@ -298,7 +298,7 @@ fn as_stream_chunk(chunk: &Chunk) -> Bytes {
         "choices": [{"index": 0, "delta": delta, "finish_reason": chunk.finish_reason}],
     });
     if let Some(usage) = &chunk.usage {
-        body["usage"] = usage.clone();
+        body["usage"] = serde_json::Value::clone(usage);
     }
     Bytes::from(body.to_string())
 }

@@ -135,12 +135,12 @@ impl Answer {
             self.finish_reason = Some(reason.clone());
         }
         if let Some(usage) = &chunk.usage {
-            self.usage = Some(usage.clone());
+            self.usage = Some(Value::clone(usage));
         }
         if let Some(meta) = &chunk.meta
             && self.meta.id.is_none()
         {
-            self.meta = meta.clone();
+            self.meta = Meta::clone(meta);
         }
     }
 }
@@ -313,7 +313,7 @@ impl Completion {
         self.engine.metrics.attempt("ok");
         self.phase = Phase::Over;
         let answer = std::mem::take(&mut self.answer);
-        Progress::Finished(Finished {
+        Progress::Finished(Box::new(Finished {
             content: answer.content,
             reasoning: answer.reasoning,
             finish_reason: answer.finish_reason,
@@ -322,7 +322,7 @@ impl Completion {
             output,
             attempts: self.attempt,
             elapsed,
-        })
+        }))
     }
 
     fn on_failure(&mut self, failure: AttemptFailure) -> Progress {

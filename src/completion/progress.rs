@@ -27,8 +27,8 @@ pub enum Progress {
         /// Whether the failed attempt had produced output, which is now void.
         output_began: bool,
     },
-    /// The request succeeded.
-    Finished(Finished),
+    /// The request succeeded (boxed: rare, and large beside a chunk).
+    Finished(Box<Finished>),
     /// The request failed for good.
     Failed(ApiError),
 }

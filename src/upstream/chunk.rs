@@ -33,10 +33,11 @@ pub struct Chunk {
     pub reasoning: Option<String>,
     /// `finish_reason`, once the model is done.
     pub finish_reason: Option<String>,
-    /// `usage`, when the upstream reports it.
-    pub usage: Option<Value>,
+    /// `usage`, when the upstream reports it (boxed, as is `meta`: rare, and a
+    /// chunk is moved a few times on its way to the client).
+    pub usage: Option<Box<Value>>,
     /// The completion's `id` and `model`, when asked for.
-    pub meta: Option<Meta>,
+    pub meta: Option<Box<Meta>>,
 }
 
 /// Identity of the upstream completion, kept for the non-streaming answer.
@@ -142,10 +143,12 @@ pub(super) fn parse_with_serde(text: &str, want_meta: bool) -> Result<Parsed, Ma
         return Ok(Parsed::Error(error_message(&error)));
     }
     let mut chunk = Chunk {
-        usage: wire.usage.filter(|u| !u.is_null()),
-        meta: want_meta.then(|| Meta {
-            id: wire.id.map(Cow::into_owned),
-            model: wire.model.map(Cow::into_owned),
+        usage: wire.usage.filter(|u| !u.is_null()).map(Box::new),
+        meta: want_meta.then(|| {
+            Box::new(Meta {
+                id: wire.id.map(Cow::into_owned),
+                model: wire.model.map(Cow::into_owned),
+            })
         }),
         ..Chunk::default()
     };
@@ -238,7 +241,10 @@ mod tests {
         let finish = chunk(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#);
         assert_eq!(finish.finish_reason.as_deref(), Some("stop"));
         let usage = chunk(r#"{"choices":[],"usage":{"total_tokens":3}}"#);
-        assert_eq!(usage.usage, Some(serde_json::json!({"total_tokens": 3})));
+        assert_eq!(
+            usage.usage.as_deref(),
+            Some(&serde_json::json!({"total_tokens": 3}))
+        );
     }
 
     #[test]

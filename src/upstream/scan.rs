@@ -207,7 +207,7 @@ impl Cursor<'_> {
             }
             Some(())
         })?;
-        chunk.meta = want_meta.then_some(meta);
+        chunk.meta = want_meta.then(|| Box::new(meta));
         Some(chunk)
     }
 
