@@ -10,16 +10,20 @@
 //! streams finish; whatever is still open after the drain limit is dropped, so a
 //! client that stops reading cannot hold the process forever.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::Service;
 
 /// How long the accept loop pauses after a failed accept (out of file descriptors,
 /// say) instead of spinning.
@@ -27,13 +31,20 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains for at most
 /// `drain_limit()`.
-pub async fn run(
+pub async fn run<App>(
     listener: TcpListener,
-    app: Router,
+    app: App,
     header_read_timeout: Duration,
     shutdown: impl Future<Output = ()>,
     drain_limit: impl FnOnce() -> Duration,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    App: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    App::Future: Send + 'static,
+{
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
