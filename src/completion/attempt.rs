@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::failure::{AttemptFailure, FailureKind};
 use crate::retry::Deadline;
@@ -71,13 +71,21 @@ impl Attempt {
         deadline: Deadline,
     ) -> Result<Self, AttemptFailure> {
         let idle_until = Instant::now() + idle;
-        let response = match timeout_at(idle_until.min(deadline.at), upstream.send(body)).await {
-            Err(_) => return Err(AttemptFailure::new(timer_kind(idle_until, deadline))),
-            Ok(Err(SendError::Connect(text))) => {
+        // The attempt's one timer already guards the wait for the head.
+        let mut timer = Box::pin(sleep_until(idle_until.min(deadline.at)));
+        let sent = tokio::select! {
+            biased;
+            sent = upstream.send(body) => sent,
+            () = timer.as_mut() => {
+                return Err(AttemptFailure::new(timer_kind(idle_until, deadline)));
+            }
+        };
+        let response = match sent {
+            Err(SendError::Connect(text)) => {
                 return Err(AttemptFailure::new(FailureKind::Connect(text)));
             }
-            Ok(Err(SendError::Io(text))) => return Err(AttemptFailure::new(FailureKind::Io(text))),
-            Ok(Ok(response)) => response,
+            Err(SendError::Io(text)) => return Err(AttemptFailure::new(FailureKind::Io(text))),
+            Ok(response) => response,
         };
         let mut attempt = Attempt {
             body: response.body,
@@ -86,7 +94,7 @@ impl Attempt {
             mode: Mode::Stream,
             idle,
             idle_until,
-            timer: Box::pin(sleep_until(idle_until.min(deadline.at))),
+            timer,
             deadline,
             output_began: false,
             finished: false,

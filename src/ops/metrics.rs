@@ -5,7 +5,7 @@
 //! the fixed label sets are registered once, so counting on the request path is an
 //! atomic add.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
@@ -43,6 +43,9 @@ struct Inner {
     handle: PrometheusHandle,
     attempts: Vec<(&'static str, Counter)>,
     retries: Vec<(&'static str, Counter)>,
+    /// `ladle_requests_total` handles by route and status, made on first use: a
+    /// lookup here costs no allocation, registering a key costs three.
+    requests: Mutex<Vec<(Box<str>, u16, Counter)>>,
     duration: Histogram,
     first_output: Histogram,
     inflight: Gauge,
@@ -88,6 +91,7 @@ impl Metrics {
                 handle,
                 attempts,
                 retries,
+                requests: Mutex::default(),
                 duration,
                 first_output,
                 inflight,
@@ -112,16 +116,32 @@ impl Metrics {
 
     /// Counts an answered request by route and HTTP status.
     pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
-        let labels = vec![
-            Label::new("route", route.to_owned()),
-            Label::new("code", status.to_string()),
-        ];
-        let key = Key::from_parts("ladle_requests_total", labels);
-        self.inner
-            .recorder
-            .register_counter(&key, &METADATA)
-            .increment(1);
+        self.requests_counter(route, status).increment(1);
         self.inner.duration.record(elapsed.as_secs_f64());
+    }
+
+    fn requests_counter(&self, route: &str, status: u16) -> Counter {
+        let register = || {
+            let labels = vec![
+                Label::new("route", route.to_owned()),
+                Label::new("code", status.to_string()),
+            ];
+            let key = Key::from_parts("ladle_requests_total", labels);
+            self.inner.recorder.register_counter(&key, &METADATA)
+        };
+        // A poisoned lock only means another request panicked mid-lookup.
+        let mut known = self
+            .inner
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, _, counter)) = known.iter().find(|(r, s, _)| *s == status && **r == *route)
+        {
+            return counter.clone();
+        }
+        let counter = register();
+        known.push((route.into(), status, counter.clone()));
+        counter
     }
 
     /// Marks a request as started; the guard marks it finished when dropped.

@@ -15,9 +15,10 @@ use tower_http::request_id::MakeRequestId;
 /// The header's name.
 pub const HEADER: &str = "x-request-id";
 
-/// The id of the current request.
+/// The id of the current request: the header's value itself, so a copy is a
+/// reference count, not a string.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestId(String);
+pub struct RequestId(HeaderValue);
 
 impl RequestId {
     /// The id the request carries (set by the request-id layer before any handler).
@@ -28,20 +29,21 @@ impl RequestId {
     fn from_headers(headers: &axum::http::HeaderMap) -> Self {
         let id = headers
             .get(HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("-");
-        RequestId(id.to_owned())
+            .filter(|v| v.to_str().is_ok())
+            .cloned()
+            .unwrap_or(HeaderValue::from_static("-"));
+        RequestId(id)
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.to_str().unwrap_or("-")
     }
 }
 
 impl std::fmt::Display for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -58,9 +60,16 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
 /// random half, without asking the OS for randomness on every request.
 #[derive(Clone)]
 pub struct MakeIds {
-    prefix: u64,
+    /// The id with the random half written and the counter half to fill in.
+    template: [u8; 36],
     next: std::sync::Arc<AtomicU64>,
 }
+
+/// Where the counter's 16 hex digits go in `pppppppp-pppp-pppp-nnnn-nnnnnnnnnnnn`.
+const COUNTER_PLACES: [usize; 16] = [
+    19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,
+];
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl MakeIds {
     /// A generator with a fresh random half.
@@ -68,26 +77,27 @@ impl MakeIds {
         // std's hasher keys come from the OS's random source.
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
         hasher.write_u64(u64::from(std::process::id()));
+        let random = hasher.finish();
+        let mut template = [b'-'; 36];
+        let places = (0..19).filter(|i| ![8, 13, 18].contains(i));
+        for (i, place) in places.enumerate() {
+            template[place] = HEX[((random >> (60 - 4 * i)) & 0xf) as usize];
+        }
         MakeIds {
-            prefix: hasher.finish(),
+            template,
             next: std::sync::Arc::default(),
         }
     }
 
-    /// `pppppppp-pppp-pppp-nnnn-nnnnnnnnnnnn`: 16 hex digits of the random half, 16
-    /// of the counter, written straight into place (a `format!` cost more than the
-    /// rest of the layer).
-    fn next_id(&self) -> String {
+    /// The next id, its counter digits written straight into place (a `format!`
+    /// cost more than the rest of the layer).
+    fn next_id(&self) -> [u8; 36] {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut id = [b'-'; 36];
-        let digits = (0..16)
-            .map(|i| (self.prefix >> (60 - 4 * i)) & 0xf)
-            .chain((0..16).map(|i| (n >> (60 - 4 * i)) & 0xf));
-        let places = (0..36).filter(|i| ![8, 13, 18, 23].contains(i));
-        for (place, digit) in places.zip(digits) {
-            id[place] = b"0123456789abcdef"[digit as usize];
+        let mut id = self.template;
+        for (i, place) in COUNTER_PLACES.into_iter().enumerate() {
+            id[place] = HEX[((n >> (60 - 4 * i)) & 0xf) as usize];
         }
-        id.iter().map(|&b| char::from(b)).collect()
+        id
     }
 }
 
@@ -102,7 +112,7 @@ impl MakeRequestId for MakeIds {
         &mut self,
         _: &axum::http::Request<B>,
     ) -> Option<tower_http::request_id::RequestId> {
-        HeaderValue::try_from(self.next_id())
+        HeaderValue::from_bytes(&self.next_id())
             .ok()
             .map(tower_http::request_id::RequestId::new)
     }
@@ -115,8 +125,9 @@ mod tests {
     #[test]
     fn ids_are_uuid_shaped_and_differ_within_and_across_generators() {
         let ids = MakeIds::new();
-        let (a, b) = (ids.next_id(), ids.next_id());
-        let other = MakeIds::new().next_id();
+        let text = |id: [u8; 36]| String::from_utf8(id.to_vec()).expect("ASCII");
+        let (a, b) = (text(ids.next_id()), text(ids.next_id()));
+        let other = text(MakeIds::new().next_id());
         for id in [&a, &b, &other] {
             let groups: Vec<usize> = id.split('-').map(str::len).collect();
             assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");

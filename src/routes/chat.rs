@@ -5,6 +5,7 @@
 //! parsed into values: a conversation's messages are only checked to be a
 //! non-empty array, never built into strings and maps just to be written out again.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use axum::extract::{Extension, State};
@@ -13,7 +14,7 @@ use bytes::Bytes;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::JsonBody;
+use super::RawBody;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::observe::Arrival;
@@ -26,8 +27,9 @@ pub async fn completions(
     State(app): State<AppState>,
     Extension(Arrival(arrived)): Extension<Arrival>,
     request_id: RequestId,
-    JsonBody(body): JsonBody<ChatBody>,
+    RawBody(bytes): RawBody,
 ) -> Result<Response, ApiError> {
+    let body: ChatBody<'_> = super::json(&bytes)?;
     let wants_stream = match body.field("stream") {
         None => false,
         Some(raw) => serde_json::from_str::<Option<bool>>(raw.get())
@@ -63,17 +65,21 @@ pub async fn completions(
     })
 }
 
-/// A chat request body: its top-level fields in order, values as raw JSON. A
-/// repeated field keeps its first place and its last value, as a JSON object read
-/// into a map would.
-pub struct ChatBody(Vec<(String, Box<RawValue>)>);
+/// A chat request body: its top-level fields in order, values as raw JSON,
+/// borrowed from the body's bytes. A repeated field keeps its first place and its
+/// last value, as a JSON object read into a map would.
+pub struct ChatBody<'a>(Vec<(Key<'a>, &'a RawValue)>);
 
-impl ChatBody {
+/// A field name: borrowed, unless it had escapes to decode.
+#[derive(PartialEq)]
+struct Key<'a>(Cow<'a, str>);
+
+impl ChatBody<'_> {
     fn field(&self, name: &str) -> Option<&RawValue> {
         self.0
             .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, raw)| &**raw)
+            .find(|(key, _)| key.0 == name)
+            .map(|(_, raw)| *raw)
     }
 
     /// The body for the upstream: every field as given, `model` set and `stream`
@@ -82,7 +88,7 @@ impl ChatBody {
         let len = self
             .0
             .iter()
-            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .map(|(k, v)| k.0.len() + v.get().len() + 4)
             .sum::<usize>();
         let mut out = Vec::with_capacity(len + model.len() + 32);
         out.push(b'{');
@@ -98,7 +104,8 @@ impl ChatBody {
         let model = serde_json::to_string(model).unwrap_or_default();
         let (mut wrote_model, mut wrote_stream) = (false, false);
         for (key, raw) in &self.0 {
-            match key.as_str() {
+            let key = &*key.0;
+            match key {
                 "model" => {
                     put(key, &model);
                     wrote_model = true;
@@ -121,19 +128,19 @@ impl ChatBody {
     }
 }
 
-impl<'de> Deserialize<'de> for ChatBody {
+impl<'de> Deserialize<'de> for ChatBody<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Fields;
         impl<'de> Visitor<'de> for Fields {
-            type Value = ChatBody;
+            type Value = ChatBody<'de>;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatBody, A::Error> {
-                let mut fields: Vec<(String, Box<RawValue>)> = Vec::new();
-                while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatBody<'de>, A::Error> {
+                let mut fields: Vec<(Key<'de>, &'de RawValue)> = Vec::with_capacity(8);
+                while let Some((key, value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
                     match fields.iter_mut().find(|(k, _)| *k == key) {
                         Some(field) => field.1 = value,
                         None => fields.push((key, value)),
@@ -146,12 +153,34 @@ impl<'de> Deserialize<'de> for ChatBody {
     }
 }
 
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl<'de> Visitor<'de> for Name {
+            type Value = Key<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(name)))
+            }
+
+            fn visit_str<E>(self, name: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(name.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(Name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn upstream(body: &str, model: &str) -> serde_json::Value {
-        let body: ChatBody = serde_json::from_str(body).expect("an object");
+        let body: ChatBody<'_> = serde_json::from_str(body).expect("an object");
         serde_json::from_slice(&body.upstream(model)).expect("the upstream body is JSON")
     }
 
@@ -191,9 +220,18 @@ mod tests {
     }
 
     #[test]
+    fn a_field_name_with_escapes_is_read_decoded() {
+        let sent = upstream(r#"{"str\u0065am": false, "mod\u0065l": "x"}"#, "m");
+        assert_eq!(sent, serde_json::json!({"stream": true, "model": "m"}));
+    }
+
+    #[test]
     fn only_an_object_is_a_chat_body() {
         for text in ["[]", "\"x\"", "{\"a\": }", "{} extra"] {
-            assert!(serde_json::from_str::<ChatBody>(text).is_err(), "{text}");
+            assert!(
+                serde_json::from_str::<ChatBody<'_>>(text).is_err(),
+                "{text}"
+            );
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod tasks;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use bytes::Bytes;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -23,10 +24,26 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = read_body(request, state).await?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::InvalidRequest(format!("body is not the expected JSON: {e}")))
+        json(&bytes).map(JsonBody)
     }
+}
+
+/// A body read within the limit, to be parsed by the handler (into a type that
+/// borrows from it).
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        read_body(request, state).await.map(RawBody)
+    }
+}
+
+/// A body parsed as JSON; failures are contract errors.
+pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::InvalidRequest(format!("body is not the expected JSON: {e}")))
 }
 
 /// The raw body, within the body limit.
