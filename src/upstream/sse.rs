@@ -66,6 +66,9 @@ impl SseDecoder {
 
     /// The next complete event, if the bytes so far hold one.
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, LineTooLong> {
+        if let Some(data) = self.whole_one_line_event() {
+            return Ok(Some(SseEvent { data }));
+        }
         while let Some(line) = self.next_line()? {
             if line.is_empty() {
                 if let Some(data) = self.data.take() {
@@ -78,6 +81,27 @@ impl SseDecoder {
             }
         }
         Ok(None)
+    }
+
+    /// The common event, `data: X\n\n` whole at the front of the buffer, taken in
+    /// one cut; exactly what the line-by-line rules below make of it.
+    fn whole_one_line_event(&mut self) -> Option<Bytes> {
+        if self.data.is_some() || self.after_cr || self.at_start || self.scanned != 0 {
+            return None;
+        }
+        let value = match self.buf.get(..6)? {
+            b"data: " => 6,
+            [b'd', b'a', b't', b'a', b':', _] => 5,
+            _ => return None,
+        };
+        let end = memchr::memchr2(b'\n', b'\r', &self.buf)?;
+        if self.buf[end] != b'\n' || self.buf.get(end + 1) != Some(&b'\n') {
+            return None;
+        }
+        let mut event = self.buf.split_to(end + 2);
+        event.truncate(end);
+        event.advance(value);
+        Some(event.freeze())
     }
 
     fn next_line(&mut self) -> Result<Option<Bytes>, LineTooLong> {
@@ -230,7 +254,17 @@ mod tests {
         assert_eq!(decoder.next_event(), Err(LineTooLong(16)));
     }
 
+    #[test]
+    fn whole_one_line_events_keep_their_exact_data() {
+        assert_eq!(
+            decode(": hi\n\ndata: a\n\ndata:b\n\ndata:\n\ndata:  c\n\ndata: d\r\n\r\n"),
+            ["a", "b", "", " c", "d"]
+        );
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
         #[test]
         fn any_chunking_yields_the_same_events(
             cuts in proptest::collection::vec(0usize..400, 0..12),
@@ -241,6 +275,22 @@ mod tests {
                 .join(newline) + newline;
             let whole = decode(&text);
             prop_assert_eq!(decode_in_pieces(text.as_bytes(), &cuts), whole);
+        }
+
+        /// Fed a byte at a time, no event is ever whole in the buffer, so the
+        /// one-cut path for `data: X\n\n` never runs: whatever the text, both ways
+        /// must give the same events.
+        #[test]
+        fn the_one_cut_path_reads_as_the_line_rules_do(
+            tokens in proptest::collection::vec(prop::sample::select(vec![
+                "data: ", "data:", "data", "dat", ": c", "event: e", "x", "香", " ", ":",
+                "\n", "\n", "\n\n", "\r", "\r\n", "\u{feff}",
+            ]), 0..30),
+        ) {
+            let text = tokens.concat();
+            let bytes = text.as_bytes();
+            let one_by_one: Vec<usize> = (1..bytes.len()).collect();
+            prop_assert_eq!(decode(&text), decode_in_pieces(bytes, &one_by_one));
         }
     }
 }
