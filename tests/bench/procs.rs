@@ -1,6 +1,8 @@
 //! The processes under test (mock upstream, nginx, ladle) and what `/proc` says
-//! about them: CPU time from `/proc/PID/stat` (utime + stime, in clock ticks) and
-//! memory from `/proc/PID/status` (`VmHWM`, `VmRSS`).
+//! about them: CPU time from the scheduler's count per thread
+//! (`/proc/PID/task/TID/schedstat`, in nanoseconds; `/proc/PID/stat`'s utime +
+//! stime, in 10 ms ticks, where that is missing) and memory from
+//! `/proc/PID/status` (`VmHWM`, `VmRSS`).
 //!
 //! Every child is started through `sh -c 'ulimit -n …; exec …'`, so it gets a high
 //! file-descriptor limit and keeps the shell's pid. A [`Proc`] stops its process
@@ -27,9 +29,17 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// CPU time of all its processes, in clock ticks.
-    pub fn cpu_ticks(&self) -> u64 {
-        self.pids.iter().filter_map(|&pid| cpu_ticks(pid)).sum()
+    /// CPU time of all its processes, in nanoseconds. A thread that ended takes
+    /// its time with it, so a measurement spans no thread's exit: nginx's processes
+    /// are single-threaded, and ladle's threads live as long as it does.
+    pub fn cpu_ns(&self, ticks_per_second: u64) -> u64 {
+        self.pids
+            .iter()
+            .filter_map(|&pid| {
+                schedstat_ns(pid)
+                    .or_else(|| Some(cpu_ticks(pid)? * 1_000_000_000 / ticks_per_second))
+            })
+            .sum()
     }
 
     /// Peak resident memory (`VmHWM`) of all its processes, in KiB.
@@ -326,6 +336,17 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     Some(after.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The nanoseconds on CPU of every thread of `pid`.
+fn schedstat_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }
 
 fn cpu_ticks(pid: u32) -> Option<u64> {

@@ -115,11 +115,7 @@ fn bench() -> Result<(), String> {
     };
     drop(mock);
 
-    let setup = Setup {
-        rounds,
-        gap_ms,
-        ticks,
-    };
+    let setup = Setup { rounds, gap_ms };
     let table = report::render(&setup, &blocks, &micro, &[nginx_memory, ladle_memory]);
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")
@@ -212,12 +208,12 @@ async fn measure(
         for step in 0..3 {
             let path = (round + step) % 3;
             let proc = paths[path];
-            let before = proc.cpu_ticks();
+            let before = proc.cpu_ns(ticks);
             let sample = load::run(client, &url(proc), shape).await;
-            let cpu_ticks = proc.cpu_ticks() - before;
+            let cpu_ns = proc.cpu_ns(ticks).saturating_sub(before);
             let done = (sample.total.len() + sample.errors).max(1);
             runs[path].push(Run {
-                cpu_ms_per_request: cpu_ticks as f64 * 1e3 / ticks as f64 / done as f64,
+                cpu_ms_per_request: cpu_ns as f64 / 1e6 / done as f64,
                 peak_rss_kib: proc.peak_rss_kib(),
                 sample,
             });

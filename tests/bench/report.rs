@@ -57,8 +57,6 @@ pub struct Setup {
     pub rounds: usize,
     /// Gap between the chunks of a 20-chunk stream, ms.
     pub gap_ms: u64,
-    /// Clock ticks per second used for CPU time.
-    pub ticks: u64,
 }
 
 const PATHS: [&str; 3] = ["direct", "nginx", "ladle"];
@@ -76,8 +74,8 @@ pub fn render(setup: &Setup, blocks: &[Block], micro: &Micro, memory: &[Memory; 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Medians of {} paired round(s); 20-chunk streams have a {} ms gap; CPU from /proc at {} ticks/s; (×) = ratio to nginx in the same run.\n",
-        setup.rounds, setup.gap_ms, setup.ticks
+        "Medians of {} paired round(s); 20-chunk streams have a {} ms gap; CPU from /proc/PID/task/*/schedstat; (×) = ratio to nginx in the same run.\n",
+        setup.rounds, setup.gap_ms
     );
     out.push_str("| load | path | req/s | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | total p50 ms | total p99 ms | CPU ms/req | peak RSS MiB | errors |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
