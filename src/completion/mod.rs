@@ -177,20 +177,28 @@ impl Completion {
         Some(self.logged(progress))
     }
 
-    /// The next chunk's progress when an event stream is being read, as a poll;
-    /// `None` in every other phase, which `next` handles.
-    fn poll_streaming(&mut self, cx: &mut Context<'_>) -> Option<Poll<Progress>> {
-        let Phase::Streaming(attempt) = &mut self.phase else {
-            return None;
-        };
-        if attempt.reads_whole() {
-            return None;
+    /// The steps that need no waiting, taken in place: a free in-flight slot, the
+    /// start of an attempt, and the next chunk of an event stream (the per-chunk
+    /// path). `None` for every other step, which `next` runs as a future.
+    fn poll_in_place(&mut self, cx: &mut Context<'_>) -> Option<Poll<Progress>> {
+        loop {
+            match &mut self.phase {
+                Phase::Queued => {
+                    let permit = self.engine.inflight.clone().try_acquire_owned().ok()?;
+                    self.permit = Some(permit);
+                    self.phase = Phase::Starting;
+                }
+                Phase::Starting => return Some(Poll::Ready(self.start_attempt())),
+                Phase::Streaming(attempt) if !attempt.reads_whole() => {
+                    let Poll::Ready(read) = attempt.poll_next_event_chunk(cx) else {
+                        return Some(Poll::Pending);
+                    };
+                    let progress = self.on_read(read);
+                    return Some(Poll::Ready(self.logged(progress)));
+                }
+                _ => return None,
+            }
         }
-        let Poll::Ready(read) = attempt.poll_next_event_chunk(cx) else {
-            return Some(Poll::Pending);
-        };
-        let progress = self.on_read(read);
-        Some(Poll::Ready(self.logged(progress)))
     }
 
     /// Logs the request's summary line once it finishes or fails.
@@ -404,9 +412,10 @@ impl Completion {
     }
 }
 
-/// A completion as a stream. Reading an event stream, the common step, is polled
-/// in place; every other step runs `Completion::next` as a future that owns the
-/// boxed completion until it resolves, so no future is built or moved per chunk.
+/// A completion as a stream. The steps that need no waiting (above all reading an
+/// event stream) are polled in place; every other step runs `Completion::next` as
+/// a future that owns the boxed completion until it resolves, so no future is
+/// built or moved per chunk.
 struct ProgressStream {
     /// The completion, while no step is in flight.
     idle: Option<Box<Completion>>,
@@ -419,16 +428,12 @@ impl Stream for ProgressStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Progress>> {
         let this = &mut *self;
-        if this.busy.is_none() {
-            let Some(completion) = this.idle.as_mut() else {
-                return Poll::Ready(None);
-            };
-            if let Some(polled) = completion.poll_streaming(cx) {
-                return polled.map(Some);
-            }
-            let Some(mut completion) = this.idle.take() else {
-                return Poll::Ready(None);
-            };
+        if let Some(completion) = this.idle.as_mut()
+            && let Some(polled) = completion.poll_in_place(cx)
+        {
+            return polled.map(Some);
+        }
+        if let Some(mut completion) = this.idle.take() {
             this.busy = Some(Box::pin(async move {
                 let progress = completion.next().await;
                 (completion, progress)

@@ -43,10 +43,7 @@ pub struct ErrorCode(pub &'static str);
 pub async fn observe(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let arrived = Instant::now();
     request.extensions_mut().insert(Arrival(arrived));
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let request_id = RequestId::of(&request);
     let method = request.method().clone();
     let request = body_deadline::limit(request, arrived, app.config.body_read_timeout);
@@ -110,7 +107,8 @@ impl http_body::Body for Observed {
 /// What is known about a request once its head is out.
 struct Record {
     metrics: Metrics,
-    route: String,
+    /// The matched route (a shared string); `None` is counted as "unmatched".
+    route: Option<MatchedPath>,
     request_id: RequestId,
     method: Method,
     status: u16,
@@ -123,7 +121,8 @@ struct Record {
 impl Drop for Record {
     fn drop(&mut self) {
         let elapsed = self.arrived.elapsed();
-        self.metrics.request(&self.route, self.status, elapsed);
+        let route = self.route.as_ref().map_or("unmatched", MatchedPath::as_str);
+        self.metrics.request(route, self.status, elapsed);
         // An error's code; else whether the body was sent whole.
         let outcome = match (self.error, self.ended) {
             (Some(code), _) => code,
@@ -132,7 +131,7 @@ impl Drop for Record {
         };
         tracing::info!(
             request_id = %self.request_id,
-            route = %self.route,
+            route,
             method = %self.method,
             status = self.status,
             outcome,
