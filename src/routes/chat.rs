@@ -36,10 +36,7 @@ pub async fn completions(
             .map_err(|_| ApiError::InvalidRequest("`stream` must be a boolean".into()))?
             .unwrap_or(false),
     };
-    let messages = body
-        .field("messages")
-        .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok());
-    if messages.is_none_or(|m| m.is_empty()) {
+    if !body.field("messages").is_some_and(is_non_empty_array) {
         return Err(ApiError::InvalidRequest(
             "`messages` must be a non-empty array".into(),
         ));
@@ -63,6 +60,15 @@ pub async fn completions(
     } else {
         openai::whole(progress, request_id.as_str(), &model).await
     })
+}
+
+/// Whether valid JSON text is an array with an element, read without parsing the
+/// elements again (a conversation can be long).
+fn is_non_empty_array(raw: &RawValue) -> bool {
+    let text = raw.get().trim();
+    text.strip_prefix('[')
+        .and_then(|inner| inner.strip_suffix(']'))
+        .is_some_and(|inner| !inner.trim().is_empty())
 }
 
 /// A chat request body: its top-level fields in order, values as raw JSON,
@@ -223,6 +229,19 @@ mod tests {
     fn a_field_name_with_escapes_is_read_decoded() {
         let sent = upstream(r#"{"str\u0065am": false, "mod\u0065l": "x"}"#, "m");
         assert_eq!(sent, serde_json::json!({"stream": true, "model": "m"}));
+    }
+
+    #[test]
+    fn messages_must_be_an_array_with_an_element() {
+        let check = |text: &str| {
+            is_non_empty_array(serde_json::from_str::<&RawValue>(text).expect("valid JSON"))
+        };
+        for text in ["[{}]", " [ 1 ] ", "[[]]", "[\"]\"]"] {
+            assert!(check(text), "{text}");
+        }
+        for text in ["[]", "[ \n ]", "{}", "\"[1]\"", "null", "1"] {
+            assert!(!check(text), "{text}");
+        }
     }
 
     #[test]
