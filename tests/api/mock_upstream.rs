@@ -345,10 +345,7 @@ pub fn sse_answer(pieces: &[&str]) -> Script {
 /// for the next request; or, with `then_close`, closes a moment later, after the
 /// gateway has put it aside as idle.
 pub fn keep_alive_answer(pieces: &[&str], then_close: bool) -> Script {
-    let mut events = vec![role()];
-    events.extend(pieces.iter().map(|p| content(p)));
-    events.push(finish());
-    events.push("[DONE]".to_owned());
+    let events = answer_events(pieces);
     let mut steps = vec![Step::Send(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
             .to_vec(),
@@ -366,6 +363,15 @@ pub fn keep_alive_answer(pieces: &[&str], then_close: bool) -> Script {
         Step::KeepAlive
     });
     Script(steps)
+}
+
+/// The data payloads of a whole answer writing `pieces`: role, contents, finish, `[DONE]`.
+pub fn answer_events(pieces: &[&str]) -> Vec<String> {
+    let mut events = vec![role()];
+    events.extend(pieces.iter().map(|p| content(p)));
+    events.push(finish());
+    events.push("[DONE]".to_owned());
+    events
 }
 
 /// An SSE head followed by the given steps.

@@ -77,11 +77,10 @@ async fn an_idle_connection_the_upstream_closed_is_not_reused() {
 
 /// The events of a whole answer writing `pieces`, as one SSE text.
 fn events_of(pieces: &[&str]) -> String {
-    let mut events = vec![role()];
-    events.extend(pieces.iter().map(|p| content(p)));
-    events.push(finish());
-    events.push("[DONE]".to_owned());
-    events.iter().map(|e| format!("data: {e}\n\n")).collect()
+    answer_events(pieces)
+        .iter()
+        .map(|e| format!("data: {e}\n\n"))
+        .collect()
 }
 
 #[tokio::test]
@@ -109,22 +108,27 @@ async fn chunk_framing_cut_anywhere_still_gives_the_whole_answer() {
     assert_eq!(app.upstream.requests().len(), 1);
 }
 
+/// A whole answer framed by `Content-Length`, with `extra` head lines, on a
+/// connection the mock keeps for the next request.
+fn length_answer(pieces: &[&str], extra: &str) -> Script {
+    let sse = events_of(pieces);
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{extra}content-length: {}\r\n\r\n",
+        sse.len()
+    );
+    Script(vec![
+        Step::Send((head + &sse).into_bytes()),
+        Step::KeepAlive,
+    ])
+}
+
 #[tokio::test]
 async fn a_content_length_answer_is_read_to_its_length_and_reused() {
     let app = spawn_app().await;
-    let sse = events_of(&["ok"]);
-    let answer = Script(vec![
-        Step::Send(
-            format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{sse}",
-                sse.len()
-            )
-            .into_bytes(),
-        ),
-        Step::KeepAlive,
+    app.upstream.push([
+        length_answer(&["ok"], ""),
+        keep_alive_answer(&["again"], false),
     ]);
-    app.upstream
-        .push([answer, keep_alive_answer(&["again"], false)]);
     let body = json_of(app.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "ok");
     let body = json_of(app.chat(false).await).await;
@@ -135,19 +139,10 @@ async fn a_content_length_answer_is_read_to_its_length_and_reused() {
 #[tokio::test]
 async fn an_answer_that_says_connection_close_leaves_nothing_to_reuse() {
     let app = spawn_app().await;
-    let sse = events_of(&["once"]);
-    let answer = Script(vec![
-        Step::Send(
-            format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{sse}",
-                sse.len()
-            )
-            .into_bytes(),
-        ),
-        Step::KeepAlive,
+    app.upstream.push([
+        length_answer(&["once"], "connection: close\r\n"),
+        keep_alive_answer(&["twice"], false),
     ]);
-    app.upstream
-        .push([answer, keep_alive_answer(&["twice"], false)]);
     assert_eq!(app.chat(false).await.status(), 200);
     assert_eq!(app.chat(false).await.status(), 200);
     assert_eq!(app.upstream.connections(), [0, 1]);
