@@ -8,7 +8,6 @@ use std::convert::Infallible;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -23,10 +22,12 @@ use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use crate::completion::{Completion, Engine, Job, Progress};
 use crate::config::Config;
 use crate::ops::metrics::Metrics;
+use crate::ops::observe::ObserveLayer;
+use crate::ops::request_body::Bounds;
 use crate::ops::request_id::{HEADER, MakeIds, RequestId};
 use crate::prompts::{FileStore, Prompt, PromptStore};
 use crate::retry::{Deadline, RetryPolicy};
-use crate::routes::{self, BodyLimit};
+use crate::routes;
 use crate::upstream::{ConnectOptions, Upstream};
 
 /// Everything a handler may use.
@@ -133,12 +134,9 @@ pub fn app(
 + Send
 + 'static {
     let request_id = HeaderName::from_static(HEADER);
-    let body_limit = state.config.max_body_bytes;
     ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeIds::new()))
         .layer(PropagateRequestIdLayer::new(request_id))
-        .layer(axum::Extension(BodyLimit(body_limit)))
-        .layer(DefaultBodyLimit::max(body_limit))
         .service(router(state))
 }
 
@@ -153,9 +151,12 @@ fn router(state: AppState) -> Router {
         .merge(routes::admin::router())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::not_found)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::ops::observe::observe,
+        .layer(ObserveLayer::new(
+            state.metrics.clone(),
+            Bounds {
+                budget: state.config.body_read_timeout,
+                max_bytes: state.config.max_body_bytes,
+            },
         ))
         .with_state(state)
 }

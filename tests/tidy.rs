@@ -62,7 +62,7 @@ fn only_the_attempt_loop_sleeps() {
     // The retry waits live in `completion`. Besides it, only timers that guard the
     // server's own sockets may wait (a pause after a failed accept, a client's body
     // deadline), and the demo, a simulated upstream pacing its own output.
-    let allowed = ["completion/", "demo/", "server.rs", "ops/body_deadline.rs"];
+    let allowed = ["completion/", "demo/", "server.rs", "ops/request_body.rs"];
     assert_eq!(offenders("sleep", &allowed), Vec::<String>::new());
 }
 

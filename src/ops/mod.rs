@@ -1,7 +1,7 @@
 //! Operating the gateway: request ids, metrics, logs, the request observer, and
 //! the limit on slow request bodies.
 
-pub mod body_deadline;
+pub mod request_body;
 pub mod metrics;
 pub mod observe;
 pub mod request_id;

@@ -7,13 +7,12 @@ pub mod ops;
 pub mod tasks;
 
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
-use crate::ops::body_deadline::{self, BodyTimedOut};
+use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.
@@ -22,8 +21,8 @@ pub struct JsonBody<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = read_body(request, state).await?;
+    async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
+        let bytes = read_body(request).await?;
         json(&bytes).map(JsonBody)
     }
 }
@@ -35,8 +34,8 @@ pub struct RawBody(pub Bytes);
 impl<S: Send + Sync> FromRequest<S> for RawBody {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        read_body(request, state).await.map(RawBody)
+    async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
+        read_body(request).await.map(RawBody)
     }
 }
 
@@ -46,28 +45,20 @@ pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
         .map_err(|e| ApiError::InvalidRequest(format!("body is not the expected JSON: {e}")))
 }
 
-/// The raw body, within the body limit.
-pub async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
-    let limit = request
-        .extensions()
-        .get::<BodyLimit>()
-        .map_or(usize::MAX, |l| l.0);
-    Bytes::from_request(request, state)
+/// The raw body, within the bounds `ops::request_body` set.
+pub async fn read_body(request: Request) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(request.into_body(), usize::MAX)
         .await
-        .map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        .map_err(|error| {
+            if let Some(BodyTooLarge(limit)) = request_body::cause(&error) {
                 ApiError::BodyTooLarge(limit)
-            } else if body_deadline::timed_out(&rejection) {
+            } else if request_body::cause::<BodyTimedOut>(&error).is_some() {
                 ApiError::InvalidRequest(BodyTimedOut.to_string())
             } else {
-                ApiError::InvalidRequest(format!("could not read the body: {rejection}"))
+                ApiError::InvalidRequest(format!("could not read the body: {error}"))
             }
         })
 }
-
-/// The configured body limit, for the error message.
-#[derive(Debug, Clone, Copy)]
-pub struct BodyLimit(pub usize);
 
 /// Unknown routes and methods.
 pub async fn not_found(request: Request) -> ApiError {

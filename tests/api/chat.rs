@@ -378,6 +378,35 @@ async fn a_body_over_the_limit_is_413_body_too_large() {
 }
 
 #[tokio::test]
+async fn a_chunked_body_is_counted_against_the_limit_as_it_arrives() {
+    // Arrange: no Content-Length, so only counting the pieces can catch it.
+    let app = spawn_app_with(|c| c.max_body_bytes = 1024).await;
+    app.upstream.push([sse_answer(&["好"])]);
+    let chunked = |pieces: Vec<String>| {
+        let stream = futures_util::stream::iter(
+            pieces
+                .into_iter()
+                .map(|piece| Ok::<_, std::io::Error>(piece.into_bytes())),
+        );
+        app.client
+            .post(format!("{}/v1/chat/completions", app.base))
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+    };
+    let fits = json!({"messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let (head, tail) = fits.split_at(10);
+    // Act
+    let over = chunked(vec!["x".repeat(600), "x".repeat(600)]).await;
+    let within = chunked(vec![head.to_owned(), tail.to_owned()]).await;
+    // Assert
+    let over = over.expect("gateway answers");
+    assert_eq!(over.status(), 413);
+    assert_eq!(json_of(over).await["error"]["code"], "body_too_large");
+    assert_eq!(within.expect("gateway answers").status(), 200);
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
 async fn an_upstream_that_lies_about_its_content_type_is_still_understood() {
     let app = spawn_app().await;
     // SSE bytes declared as JSON, and a JSON answer declared as HTML.

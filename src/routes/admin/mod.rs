@@ -129,7 +129,7 @@ async fn save(
     request: Request,
 ) -> Result<Response, ApiError> {
     let if_match = if_match(request.headers())?;
-    let body = read_body(request, &()).await?;
+    let body = read_body(request).await?;
     let text = String::from_utf8(body.to_vec())
         .map_err(|_| ApiError::InvalidRequest("the prompt text is not UTF-8".into()))?;
     let saved = {
