@@ -108,6 +108,7 @@ impl AppState {
             output: task.map(|t| t.output),
             request_id: request_id.to_string(),
             task: task.map(|t| t.name.clone()),
+            wants_meta: true,
         }
     }
 

@@ -51,6 +51,8 @@ pub struct Attempt {
     /// fresh one takes the timer wheel's lock to register and again to cancel.
     timer: Pin<Box<Sleep>>,
     deadline: Deadline,
+    /// Whether chunks' id and model are read (until output begins).
+    wants_meta: bool,
     output_began: bool,
     finished: bool,
 }
@@ -69,6 +71,7 @@ impl Attempt {
         body: Bytes,
         idle: Duration,
         deadline: Deadline,
+        wants_meta: bool,
     ) -> Result<Self, AttemptFailure> {
         let idle_until = Instant::now() + idle;
         // The attempt's one timer already guards the wait for the head.
@@ -96,6 +99,7 @@ impl Attempt {
             idle_until,
             timer,
             deadline,
+            wants_meta,
             output_began: false,
             finished: false,
         };
@@ -156,7 +160,7 @@ impl Attempt {
             if raw.trim_ascii().is_empty() {
                 continue;
             }
-            return Poll::Ready(match self.chunks.parse(&raw, !self.output_began) {
+            return Poll::Ready(match self.chunks.parse(&raw, self.wants_meta && !self.output_began) {
                 Ok(Parsed::Done) => {
                     self.mode = Mode::Over;
                     Ok(None)

@@ -71,6 +71,9 @@ pub struct Job {
     pub request_id: String,
     /// For logs: the task's name; `None` for the chat route.
     pub task: Option<String>,
+    /// Whether to keep the upstream's completion id and model: a whole answer
+    /// reports them, while a relayed stream carries them in its own chunks.
+    pub wants_meta: bool,
 }
 
 impl Job {
@@ -278,6 +281,7 @@ impl Completion {
             self.job.body.clone(),
             self.engine.idle_timeout,
             self.job.deadline,
+            self.job.wants_meta,
         )
         .await;
         self.phase = match opened {

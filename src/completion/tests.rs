@@ -116,6 +116,7 @@ async fn run(
         output: None,
         request_id: "test".into(),
         task: None,
+        wants_meta: true,
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(engine), job)
         .into_stream()

@@ -54,6 +54,7 @@ pub async fn completions(
     let mut job = app.job(arrived, &request_id, body.upstream(&model), None);
     // A committed stream cannot take words back, so it never retries after output.
     job.policy.retry_after_output = !wants_stream;
+    job.wants_meta = !wants_stream;
     let progress = app.complete(job);
     Ok(if wants_stream {
         openai::streaming(progress, request_id.to_string()).await

@@ -131,16 +131,18 @@ fn read_head(
     let mut length = None;
     let mut reusable = http11;
     for header in headers {
-        let value = std::str::from_utf8(header.value).unwrap_or("").trim();
         let name = header.name;
+        // Only the few headers read here are decoded.
+        let value = || std::str::from_utf8(header.value).unwrap_or("").trim();
         if name.eq_ignore_ascii_case("content-type") {
-            kind = super::body_kind(value);
+            kind = super::body_kind(value());
         } else if name.eq_ignore_ascii_case("retry-after") {
-            retry_after = Some(value.into());
+            retry_after = Some(value().into());
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            let last = value.rsplit(',').next().unwrap_or("").trim();
+            let last = value().rsplit(',').next().unwrap_or("").trim();
             chunked = Some(last.eq_ignore_ascii_case("chunked"));
         } else if name.eq_ignore_ascii_case("content-length") {
+            let value = value();
             let parsed: u64 = value
                 .parse()
                 .map_err(|_| HeadError::Malformed(format!("content-length `{value}`")))?;
@@ -149,6 +151,7 @@ fn read_head(
             }
             length = Some(parsed);
         } else if name.eq_ignore_ascii_case("connection") {
+            let value = value();
             if has_token(value, "close") {
                 reusable = false;
             } else if has_token(value, "keep-alive") {
