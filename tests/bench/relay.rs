@@ -5,7 +5,10 @@
 //!
 //! Run it with `cargo bench --bench relay`. Knobs (environment):
 //! - `LADLE_BENCH_QUICK=1`: one round, a tenth of the requests, 1,000 slow streams;
-//! - `LADLE_BENCH_ROUNDS` (3), `LADLE_BENCH_SCALE` (1.0, multiplies request
+//! - `LADLE_BENCH_ROUNDS` (3, for the 20-chunk loads), `LADLE_BENCH_TTFT_ROUNDS`
+//!   (7, for the TTFT-only loads, whose rounds take a second or two each:
+//!   their added TTFT is a difference of two small times, so it needs more
+//!   rounds for a steady median), `LADLE_BENCH_SCALE` (1.0, multiplies request
 //!   counts), `LADLE_BENCH_STREAMS` (5000), `LADLE_BENCH_GAP_MS` (1, the gap
 //!   between the chunks of a 20-chunk stream), `LADLE_BENCH_NGINX` (/usr/sbin/nginx),
 //!   `LADLE_BENCH_WORKERS` (1: ladle's worker threads, as nginx runs one worker).
@@ -65,6 +68,7 @@ fn say(text: &str) {
 fn bench() -> Result<(), String> {
     let quick = std::env::var("LADLE_BENCH_QUICK").is_ok_and(|v| v == "1");
     let rounds = env_or("LADLE_BENCH_ROUNDS", if quick { 1 } else { 3 }).max(1);
+    let ttft_rounds = env_or("LADLE_BENCH_TTFT_ROUNDS", if quick { 1 } else { 7 }).max(1);
     let scale = env_or("LADLE_BENCH_SCALE", if quick { 0.1 } else { 1.0 });
     let streams = env_or("LADLE_BENCH_STREAMS", if quick { 1000 } else { 5000 });
     let gap_ms = env_or("LADLE_BENCH_GAP_MS", 1u64);
@@ -94,6 +98,7 @@ fn bench() -> Result<(), String> {
         let client = load::client();
         let mut blocks = Vec::new();
         for (label, shape) in &loads {
+            let rounds = if shape.chunks == 1 { ttft_rounds } else { rounds };
             say(&format!(
                 "load: {label} ({} requests × {rounds} rounds)…",
                 shape.requests
@@ -115,7 +120,11 @@ fn bench() -> Result<(), String> {
     };
     drop(mock);
 
-    let setup = Setup { rounds, gap_ms };
+    let setup = Setup {
+        rounds,
+        ttft_rounds,
+        gap_ms,
+    };
     let table = report::render(&setup, &blocks, &micro, &[nginx_memory, ladle_memory]);
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")

@@ -53,8 +53,10 @@ pub struct Memory {
 
 /// How the run was set up.
 pub struct Setup {
-    /// Paired rounds per load.
+    /// Paired rounds per 20-chunk load.
     pub rounds: usize,
+    /// Paired rounds per TTFT-only load.
+    pub ttft_rounds: usize,
     /// Gap between the chunks of a 20-chunk stream, ms.
     pub gap_ms: u64,
 }
@@ -74,8 +76,8 @@ pub fn render(setup: &Setup, blocks: &[Block], micro: &Micro, memory: &[Memory; 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Medians of {} paired round(s); 20-chunk streams have a {} ms gap; CPU from /proc/PID/task/*/schedstat; (×) = ratio to nginx in the same run.\n",
-        setup.rounds, setup.gap_ms
+        "Medians of paired rounds ({} per TTFT-only load, {} per 20-chunk load); 20-chunk streams have a {} ms gap; CPU from /proc/PID/task/*/schedstat; (×) = ratio to nginx in the same run.\n",
+        setup.ttft_rounds, setup.rounds, setup.gap_ms
     );
     out.push_str("| load | path | req/s | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | total p50 ms | total p99 ms | CPU ms/req | peak RSS MiB | errors |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
