@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::{FromRequestParts, Request};
-use axum::http::HeaderValue;
+use axum::http::{HeaderName, HeaderValue};
 use axum::http::request::Parts;
 use tower_http::request_id::MakeRequestId;
 
@@ -27,8 +27,9 @@ impl RequestId {
     }
 
     fn from_headers(headers: &axum::http::HeaderMap) -> Self {
+        // A `HeaderName` looks up by its hash alone; a `&str` is parsed first.
         let id = headers
-            .get(HEADER)
+            .get(HeaderName::from_static(HEADER))
             .filter(|v| v.to_str().is_ok())
             .cloned()
             .unwrap_or(HeaderValue::from_static("-"));

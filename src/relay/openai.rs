@@ -7,7 +7,7 @@
 //! failure ends the stream with one `error` event and no `[DONE]`.
 
 use axum::body::Body;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use std::pin::Pin;
@@ -139,7 +139,10 @@ fn sse(body: futures_util::stream::BoxStream<'static, Bytes>) -> Response {
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
     response
 }
 

@@ -39,10 +39,14 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
-/// A body parsed as JSON; failures are contract errors.
+/// A body parsed as JSON; failures are contract errors. The body is checked as
+/// UTF-8 once, as a whole: `from_slice` would check every key and string again.
 pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::InvalidRequest(format!("body is not the expected JSON: {e}")))
+    let invalid = |e: &dyn std::fmt::Display| {
+        ApiError::InvalidRequest(format!("body is not the expected JSON: {e}"))
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| invalid(&e))?;
+    serde_json::from_str(text).map_err(|e| invalid(&e))
 }
 
 /// The raw body, within the bounds `ops::request_body` set.

@@ -358,6 +358,20 @@ async fn every_response_carries_a_request_id_and_errors_are_contract_json() {
         .expect("answer");
     assert_eq!(bad_json.status(), 400);
     assert_eq!(json_of(bad_json).await["error"]["code"], "invalid_request");
+    let not_utf8 = app
+        .client
+        .post(format!("{}/v1/chat/completions", app.base))
+        .body(&b"{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}"[..])
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(not_utf8.status(), 400);
+    let error = json_of(not_utf8).await;
+    assert_eq!(error["error"]["code"], "invalid_request");
+    assert!(
+        error["error"]["message"].as_str().is_some_and(|m| m.contains("utf-8")),
+        "{error}"
+    );
     let no_messages = app
         .post("/v1/chat/completions", &json!({"model": "m"}))
         .await;
