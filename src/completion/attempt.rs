@@ -160,19 +160,24 @@ impl Attempt {
             if raw.trim_ascii().is_empty() {
                 continue;
             }
-            return Poll::Ready(match self.chunks.parse(&raw, self.wants_meta && !self.output_began) {
-                Ok(Parsed::Done) => {
-                    self.mode = Mode::Over;
-                    Ok(None)
-                }
-                Ok(Parsed::Error(message)) => {
-                    Err(AttemptFailure::new(FailureKind::ErrorChunk(message)))
-                }
-                Ok(Parsed::Chunk(chunk)) => Ok(Some(self.received(raw, chunk))),
-                Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
-                    malformed.to_string(),
-                ))),
-            });
+            return Poll::Ready(
+                match self
+                    .chunks
+                    .parse(&raw, self.wants_meta && !self.output_began)
+                {
+                    Ok(Parsed::Done) => {
+                        self.mode = Mode::Over;
+                        Ok(None)
+                    }
+                    Ok(Parsed::Error(message)) => {
+                        Err(AttemptFailure::new(FailureKind::ErrorChunk(message)))
+                    }
+                    Ok(Parsed::Chunk(chunk)) => Ok(Some(self.received(raw, chunk))),
+                    Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
+                        malformed.to_string(),
+                    ))),
+                },
+            );
         }
     }
 

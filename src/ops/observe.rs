@@ -30,8 +30,8 @@ use http_body::{Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::request_body::{self, Bounds};
 use super::metrics::Metrics;
+use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 
 /// When the request arrived.

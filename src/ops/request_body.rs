@@ -134,7 +134,10 @@ mod tests {
     use super::*;
 
     fn bounded(pieces: &[&'static str], max_bytes: usize) -> Body {
-        let pieces: Vec<_> = pieces.iter().map(|p| Bytes::from_static(p.as_bytes())).collect();
+        let pieces: Vec<_> = pieces
+            .iter()
+            .map(|p| Bytes::from_static(p.as_bytes()))
+            .collect();
         let stream = futures_util::stream::iter(pieces.into_iter().map(Ok::<_, std::io::Error>));
         let request = Request::new(Body::from_stream(stream));
         let bounds = Bounds {
@@ -152,7 +155,10 @@ mod tests {
 
     #[tokio::test]
     async fn pieces_are_counted_up_to_the_limit_and_not_a_byte_more() {
-        assert_eq!(read(bounded(&["abc", "defg"], 7)).await.as_deref(), Ok(&b"abcdefg"[..]));
+        assert_eq!(
+            read(bounded(&["abc", "defg"], 7)).await.as_deref(),
+            Ok(&b"abcdefg"[..])
+        );
         assert_eq!(read(bounded(&["abc", "defg"], 6)).await, Err(Some(6)));
         assert_eq!(read(bounded(&["", "a"], 0)).await, Err(Some(0)));
     }
@@ -167,7 +173,9 @@ mod tests {
         let mut body = bound(request, Instant::now(), bounds).into_body();
         let first =
             std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut body), cx)).await;
-        let error = first.and_then(Result::err).expect("the first frame is the error");
+        let error = first
+            .and_then(Result::err)
+            .expect("the first frame is the error");
         assert_eq!(cause::<BodyTooLarge>(&error).map(|e| e.0), Some(9));
     }
 
@@ -180,7 +188,9 @@ mod tests {
         };
         let started = Instant::now();
         let body = bound(Request::new(Body::from_stream(stream)), started, bounds).into_body();
-        let error = axum::body::to_bytes(body, usize::MAX).await.expect_err("times out");
+        let error = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .expect_err("times out");
         assert!(cause::<BodyTimedOut>(&error).is_some());
         assert_eq!(started.elapsed(), Duration::from_secs(3));
     }

@@ -8,8 +8,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::{FromRequestParts, Request};
-use axum::http::{HeaderName, HeaderValue};
 use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue};
 use tower_http::request_id::MakeRequestId;
 
 /// The header's name.

@@ -73,6 +73,7 @@ pub async fn streaming(
         out: held,
         request_id,
         ended: false,
+        commit: Commit::Unsent,
     }
     .boxed())
 }
@@ -80,12 +81,31 @@ pub async fn streaming(
 /// The committed stream's bytes: every step that is already decoded when the
 /// client is ready for more is framed straight into one buffer and goes out in one
 /// write. Under load that saves a syscall and a wake-up per chunk.
+///
+/// The commit itself (the head and the first output) goes out alone and at once:
+/// hyper keeps asking the body for frames until it has none ready, and only then
+/// writes, so without a pause every chunk the upstream had already sent (in a short
+/// answer, the finish chunk and `[DONE]`) would be parsed before the first word
+/// left. Time to first output is what a user waits on; it costs one more write
+/// when more than the first chunk was waiting.
 struct Batched<P> {
     progress: P,
     /// Frames not yet handed out (first, the events held before the commit).
     out: BytesMut,
     request_id: String,
     ended: bool,
+    commit: Commit,
+}
+
+/// How far the commit frame is on its way out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// Held in `out`.
+    Unsent,
+    /// Handed to hyper; the next poll pauses once so hyper writes it.
+    Handed,
+    /// Written (or at least flushed to hyper's writer).
+    Out,
 }
 
 /// Most steps joined into one write.
@@ -96,6 +116,18 @@ impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let this = self.get_mut();
+        match this.commit {
+            Commit::Unsent => {
+                this.commit = Commit::Handed;
+                return Poll::Ready(Some(this.out.split().freeze()));
+            }
+            Commit::Handed => {
+                this.commit = Commit::Out;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Commit::Out => {}
+        }
         let mut steps = 0;
         while !this.ended && steps < MAX_BATCH {
             match this.progress.poll_next_unpin(cx) {
@@ -181,4 +213,75 @@ fn unix_seconds() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures_util::task::{ArcWake, waker};
+
+    use super::*;
+    use crate::completion::attempt::Received;
+    use crate::upstream::chunk::Chunk;
+
+    struct Wakes(AtomicUsize);
+
+    impl ArcWake for Wakes {
+        fn wake_by_ref(this: &Arc<Self>) {
+            this.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn chunk(raw: &'static str) -> Progress {
+        Progress::Chunk(Received {
+            raw: Bytes::from_static(raw.as_bytes()),
+            chunk: Chunk {
+                content: Some("x".into()),
+                ..Chunk::default()
+            },
+        })
+    }
+
+    #[test]
+    fn the_commit_goes_out_alone_before_chunks_already_waiting_are_read() {
+        // Arrange: the commit is held, and two more chunks are ready at once.
+        let read = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&read);
+        let waiting = stream::iter([chunk("{\"n\":2}"), chunk("{\"n\":3}")]).inspect(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let mut held = BytesMut::new();
+        put_event(&mut held, b"{\"n\":1}");
+        let mut body = Batched {
+            progress: Box::pin(waiting),
+            out: held,
+            request_id: "r".into(),
+            ended: false,
+            commit: Commit::Unsent,
+        };
+        let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+        let waker = waker(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut poll = || Pin::new(&mut body).poll_next(&mut cx);
+        // Act + Assert: the commit alone, with nothing else read yet.
+        assert_eq!(
+            poll(),
+            Poll::Ready(Some(Bytes::from_static(b"data: {\"n\":1}\n\n")))
+        );
+        assert_eq!(read.load(Ordering::SeqCst), 0);
+        // A pause, so the server writes it; the body asks to be polled again.
+        assert_eq!(poll(), Poll::Pending);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+        // Then whatever is ready goes out in one frame, and the body ends.
+        assert_eq!(
+            poll(),
+            Poll::Ready(Some(Bytes::from_static(
+                b"data: {\"n\":2}\n\ndata: {\"n\":3}\n\n"
+            )))
+        );
+        assert_eq!(read.load(Ordering::SeqCst), 2);
+        assert_eq!(poll(), Poll::Ready(None));
+    }
 }

@@ -7,7 +7,8 @@ pub mod ops;
 pub mod tasks;
 
 use axum::extract::{FromRequest, Request};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -49,19 +50,34 @@ pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     serde_json::from_str(text).map_err(|e| invalid(&e))
 }
 
-/// The raw body, within the bounds `ops::request_body` set.
+/// The raw body, within the bounds `ops::request_body` set. A body that arrives
+/// in one piece (most do) is that piece itself, not a copy.
 pub async fn read_body(request: Request) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(request.into_body(), usize::MAX)
-        .await
-        .map_err(|error| {
-            if let Some(BodyTooLarge(limit)) = request_body::cause(&error) {
-                ApiError::BodyTooLarge(limit)
-            } else if request_body::cause::<BodyTimedOut>(&error).is_some() {
-                ApiError::InvalidRequest(BodyTimedOut.to_string())
-            } else {
-                ApiError::InvalidRequest(format!("could not read the body: {error}"))
+    let mut pieces = request.into_body().into_data_stream();
+    let mut whole: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
+    while let Some(piece) = pieces.next().await {
+        let piece = piece.map_err(|error| unreadable(&error))?;
+        match whole.take() {
+            None if joined.is_empty() => whole = Some(piece),
+            first => {
+                joined.extend_from_slice(&first.unwrap_or_default());
+                joined.extend_from_slice(&piece);
             }
-        })
+        }
+    }
+    Ok(whole.unwrap_or_else(|| joined.freeze()))
+}
+
+/// What a failed body read means for the caller.
+fn unreadable(error: &axum::Error) -> ApiError {
+    if let Some(BodyTooLarge(limit)) = request_body::cause(error) {
+        ApiError::BodyTooLarge(limit)
+    } else if request_body::cause::<BodyTimedOut>(error).is_some() {
+        ApiError::InvalidRequest(BodyTimedOut.to_string())
+    } else {
+        ApiError::InvalidRequest(format!("could not read the body: {error}"))
+    }
 }
 
 /// Unknown routes and methods.

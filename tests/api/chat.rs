@@ -369,7 +369,9 @@ async fn every_response_carries_a_request_id_and_errors_are_contract_json() {
     let error = json_of(not_utf8).await;
     assert_eq!(error["error"]["code"], "invalid_request");
     assert!(
-        error["error"]["message"].as_str().is_some_and(|m| m.contains("utf-8")),
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("utf-8")),
         "{error}"
     );
     let no_messages = app
@@ -417,7 +419,9 @@ async fn a_chunked_body_is_counted_against_the_limit_as_it_arrives() {
     assert_eq!(over.status(), 413);
     assert_eq!(json_of(over).await["error"]["code"], "body_too_large");
     assert_eq!(within.expect("gateway answers").status(), 200);
-    assert_eq!(app.upstream.requests().len(), 1);
+    let sent = app.upstream.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body["messages"][0]["content"], "hi");
 }
 
 #[tokio::test]

@@ -98,7 +98,11 @@ fn bench() -> Result<(), String> {
         let client = load::client();
         let mut blocks = Vec::new();
         for (label, shape) in &loads {
-            let rounds = if shape.chunks == 1 { ttft_rounds } else { rounds };
+            let rounds = if shape.chunks == 1 {
+                ttft_rounds
+            } else {
+                rounds
+            };
             say(&format!(
                 "load: {label} ({} requests × {rounds} rounds)…",
                 shape.requests
