@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures_util::future::BoxFuture;
 use futures_util::task::noop_waker_ref;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -85,13 +86,19 @@ impl Connector {
     }
 
     /// Opens a new connection; errors name what failed, never a header.
-    pub async fn connect(&self) -> Result<Connection, String> {
-        let io = tokio::time::timeout(self.timeout, self.open())
-            .await
-            .map_err(|_| format!("connect to {}:{} timed out", self.host, self.port))??;
-        Ok(Connection {
-            io,
-            read: BytesMut::new(),
+    ///
+    /// Boxed: a connect is rare (the pool usually has a connection), and its
+    /// future, with the TLS handshake's inside, would otherwise make the future of
+    /// every request's send several times larger.
+    pub fn connect(&self) -> BoxFuture<'_, Result<Connection, String>> {
+        Box::pin(async move {
+            let io = tokio::time::timeout(self.timeout, self.open())
+                .await
+                .map_err(|_| format!("connect to {}:{} timed out", self.host, self.port))??;
+            Ok(Connection {
+                io,
+                read: BytesMut::new(),
+            })
         })
     }
 
