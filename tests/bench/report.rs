@@ -157,9 +157,14 @@ fn targets(blocks: &[Block], micro: &Micro, memory: &Memory) -> String {
         // zero, so the verdict reads the TTFT p99 itself; the added ratio is shown too.
         let added = ratio(block, |row| row.added.map(|a| a[1]).filter(|a| *a > 0.0));
         let raw = ratio(block, |row| Some(row.ttft[1]));
+        let added = if added.is_finite() {
+            format!("{added:.2}×")
+        } else {
+            "— (at or below zero on one side)".to_owned()
+        };
         let _ = writeln!(
             out,
-            "- TTFT p99 at c=500 ≤ 2× nginx: {} (raw p99 {raw:.2}×; added p99 {added:.2}×).",
+            "- TTFT p99 at c=500 ≤ 2× nginx: {} (raw p99 {raw:.2}×; added p99 {added}).",
             verdict(raw <= 2.0)
         );
     }
