@@ -54,19 +54,19 @@ pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
 /// in one piece (most do) is that piece itself, not a copy.
 pub async fn read_body(request: Request) -> Result<Bytes, ApiError> {
     let mut pieces = request.into_body().into_data_stream();
-    let mut whole: Option<Bytes> = None;
-    let mut joined = BytesMut::new();
-    while let Some(piece) = pieces.next().await {
-        let piece = piece.map_err(|error| unreadable(&error))?;
-        match whole.take() {
-            None if joined.is_empty() => whole = Some(piece),
-            first => {
-                joined.extend_from_slice(&first.unwrap_or_default());
-                joined.extend_from_slice(&piece);
-            }
-        }
+    let mut next = async || pieces.next().await.transpose().map_err(|e| unreadable(&e));
+    let Some(first) = next().await? else {
+        return Ok(Bytes::new());
+    };
+    let Some(second) = next().await? else {
+        return Ok(first);
+    };
+    let mut joined = BytesMut::from(first);
+    joined.extend_from_slice(&second);
+    while let Some(piece) = next().await? {
+        joined.extend_from_slice(&piece);
     }
-    Ok(whole.unwrap_or_else(|| joined.freeze()))
+    Ok(joined.freeze())
 }
 
 /// What a failed body read means for the caller.
