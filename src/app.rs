@@ -28,7 +28,7 @@ use crate::ops::request_id::{HEADER, MakeIds, RequestId};
 use crate::prompts::{FileStore, Prompt, PromptStore};
 use crate::retry::{Deadline, RetryPolicy};
 use crate::routes;
-use crate::upstream::{ConnectOptions, Upstream};
+use crate::upstream::Upstream;
 
 /// Everything a handler may use.
 #[derive(Clone)]
@@ -54,13 +54,10 @@ impl AppState {
     /// given) and prompts from `LADLE_PROMPTS_DIR`.
     pub fn new(config: Config, upstream_url: &str) -> Result<Self, String> {
         let upstream = Upstream::new(
-            "primary",
+            "default",
             upstream_url,
             config.upstream_api_key.clone(),
-            &ConnectOptions {
-                timeout: config.connect_timeout,
-                ca_file: config.upstream_ca_file.clone(),
-            },
+            &config.client_options(),
         )?;
         let metrics = Metrics::new();
         let engine = Engine {

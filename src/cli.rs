@@ -16,6 +16,7 @@ use crate::config::{Config, ConfigError};
 use crate::demo::{self, DemoOptions};
 use crate::ops::telemetry;
 use crate::prompts::{FileStore, PromptStore};
+use crate::upstream::{self, Upstream};
 
 /// ladle: a streaming LLM completion gateway.
 #[derive(Debug, Parser)]
@@ -91,12 +92,12 @@ fn serve(config: Config) -> Result<(), String> {
     let url = config.upstream_url.clone().ok_or(
         "LADLE_UPSTREAM_URL is required for `serve` (try `ladle demo` to run without one)",
     )?;
-    let workers = match config.workers {
-        0 => std::thread::available_parallelism().map_or(1, usize::from),
-        n => n,
-    };
-    let listener = listen(config.listen)?;
+    let workers = config.worker_threads();
+    let address = config.listen;
+    // The upstream client first: a bad proxy or CA file stops start-up before
+    // anything listens.
     let state = AppState::new(config, &url)?;
+    let listener = listen(address)?;
     tracing::info!(workers, "serving");
     app::serve_on_threads(listener, state, workers, shutdown_signal).map_err(|e| e.to_string())
 }
@@ -108,9 +109,10 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     config.model.get_or_insert_with(|| "ladle-demo".to_owned());
-    let listener = TcpListener::from_std(listen(config.listen)?).map_err(|e| e.to_string())?;
-    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let requested = config.listen;
     let state = AppState::new(config, &url)?;
+    let listener = TcpListener::from_std(listen(requested)?).map_err(|e| e.to_string())?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{}", demo_instructions(address));
     app::serve(listener, state, shutdown)
@@ -178,11 +180,32 @@ fn check(config: &Config) -> ExitCode {
         );
         problems += 1;
     }
-    if config.upstream_url.is_none() {
-        let _ = writeln!(
-            out,
-            "note    LADLE_UPSTREAM_URL is unset: `serve` needs it, `demo` does not"
-        );
+    // The upstream client is built as `serve` builds it, so `check` passing means
+    // the proxy, the CA file and the URL are usable.
+    let client = match &config.upstream_url {
+        Some(url) => Upstream::new(
+            "default",
+            url,
+            config.upstream_api_key.clone(),
+            &config.client_options(),
+        )
+        .map(drop),
+        None => {
+            let _ = writeln!(
+                out,
+                "note    LADLE_UPSTREAM_URL is unset: `serve` needs it, `demo` does not"
+            );
+            upstream::check_options(&config.client_options())
+        }
+    };
+    match client {
+        Ok(()) => {
+            let _ = writeln!(out, "ok      upstream client");
+        }
+        Err(why) => {
+            let _ = writeln!(out, "BROKEN  {why}");
+            problems += 1;
+        }
     }
     let _ = writeln!(
         out,

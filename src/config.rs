@@ -43,6 +43,40 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Which proxy the upstream is reached through (`LADLE_UPSTREAM_PROXY`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum UpstreamProxy {
+    /// Unset: the standard `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY`
+    /// variables apply, as for any reqwest client.
+    #[default]
+    FromEnvironment,
+    /// `none`: no proxy, whatever the environment says.
+    Off,
+    /// An explicit `http://`, `https://` or `socks5://` URL; it may hold credentials.
+    Url(Secret),
+}
+
+impl UpstreamProxy {
+    fn parse(text: &str) -> Result<Self, ConfigError> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("none") {
+            return Ok(UpstreamProxy::Off);
+        }
+        // The value is never echoed: it may carry a password.
+        let usable = reqwest::Url::parse(text).is_ok_and(|url| {
+            matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") && url.has_host()
+        });
+        if usable {
+            Ok(UpstreamProxy::Url(Secret::new(text)))
+        } else {
+            Err(invalid(
+                "LADLE_UPSTREAM_PROXY",
+                "must be `none` or a URL starting with http://, https:// or socks5:// and naming a host",
+            ))
+        }
+    }
+}
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -61,6 +95,8 @@ pub struct Config {
     pub upstream_url: Option<String>,
     /// Sent as a bearer token to the upstream.
     pub upstream_api_key: Secret,
+    /// The proxy to the upstream.
+    pub upstream_proxy: UpstreamProxy,
     /// Model used when a request names none.
     pub model: Option<String>,
     /// Folder of prompt templates.
@@ -210,6 +246,10 @@ impl Config {
             listen: src.parsed("LADLE_LISTEN", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             upstream_url: src.optional("LADLE_UPSTREAM_URL")?,
             upstream_api_key: Secret::new(src.string("LADLE_UPSTREAM_API_KEY", "")?),
+            upstream_proxy: match src.optional("LADLE_UPSTREAM_PROXY")? {
+                None => UpstreamProxy::FromEnvironment,
+                Some(text) => UpstreamProxy::parse(&text)?,
+            },
             model: src.optional("LADLE_MODEL")?,
             prompts_dir: PathBuf::from(src.string("LADLE_PROMPTS_DIR", "./prompts")?),
             admin_token: src.optional("LADLE_ADMIN_TOKEN")?.map(Secret::new),
@@ -236,6 +276,24 @@ impl Config {
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// Worker threads `serve` runs: `LADLE_WORKERS`, or one per CPU core for 0.
+    pub fn worker_threads(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        }
+    }
+
+    /// How the upstream client is built from these settings.
+    pub fn client_options(&self) -> crate::upstream::ClientOptions {
+        crate::upstream::ClientOptions {
+            connect_timeout: self.connect_timeout,
+            ca_file: self.upstream_ca_file.clone(),
+            proxy: self.upstream_proxy.clone(),
+            workers: self.worker_threads(),
+        }
     }
 
     /// Checks fields against each other and against sane ranges.
@@ -388,8 +446,43 @@ mod tests {
         let env = env_of(&[
             ("LADLE_UPSTREAM_API_KEY", "sk-very-secret"),
             ("LADLE_ADMIN_TOKEN", "tok-secret"),
+            (
+                "LADLE_UPSTREAM_PROXY",
+                "http://me:proxy-secret@127.0.0.1:3128",
+            ),
         ]);
         let printed = format!("{:?}", Config::load(None, &env).expect("valid"));
-        assert!(!printed.contains("sk-very-secret") && !printed.contains("tok-secret"));
+        for secret in ["sk-very-secret", "tok-secret", "proxy-secret"] {
+            assert!(!printed.contains(secret), "{secret} in {printed}");
+        }
+    }
+
+    #[test]
+    fn the_proxy_is_the_environment_none_or_a_url() {
+        let proxy = |value: &'static str| {
+            let pairs: &'static [(&str, &str)] =
+                Box::leak(Box::new([("LADLE_UPSTREAM_PROXY", value)]));
+            Config::load(None, &env_of(pairs)).map(|c| c.upstream_proxy)
+        };
+        let unset = Config::load(None, &env_of(&[])).expect("valid");
+        assert_eq!(unset.upstream_proxy, UpstreamProxy::FromEnvironment);
+        assert_eq!(proxy("none").expect("valid"), UpstreamProxy::Off);
+        assert_eq!(
+            proxy("socks5://127.0.0.1:1080").expect("valid"),
+            UpstreamProxy::Url(Secret::new("socks5://127.0.0.1:1080"))
+        );
+        assert_eq!(
+            proxy("https://u:p@proxy.example:8443").expect("valid"),
+            UpstreamProxy::Url(Secret::new("https://u:p@proxy.example:8443"))
+        );
+        for bad in ["ftp://u:leak@proxy:21", "proxy:3128", "socks5://u:leak@"] {
+            match proxy(bad) {
+                Err(ConfigError::Invalid { key, problem }) => {
+                    assert_eq!(key, "LADLE_UPSTREAM_PROXY");
+                    assert!(!problem.contains("leak"), "the value is not echoed");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 }

@@ -42,6 +42,9 @@ pub enum ApiError {
     /// Retryable upstream failures, out of retries.
     #[error("upstream failed: {0}")]
     UpstreamFailed(String),
+    /// The upstream's TLS handshake failed in a way asking again cannot fix.
+    #[error("upstream failed: {0}")]
+    UpstreamTls(String),
     /// The model's text could not be turned into the task's output.
     #[error("the model's output is unusable: {0}")]
     InvalidOutput(String),
@@ -93,7 +96,7 @@ impl ApiError {
             ApiError::BodyTooLarge(_) => "body_too_large",
             ApiError::InvalidVariables { .. } => "invalid_variables",
             ApiError::UpstreamRejected(_) => "upstream_rejected",
-            ApiError::UpstreamFailed(_) => "upstream_failed",
+            ApiError::UpstreamFailed(_) | ApiError::UpstreamTls(_) => "upstream_failed",
             ApiError::InvalidOutput(_) => "invalid_output",
             ApiError::UpstreamBusy { .. } => "upstream_busy",
             ApiError::Overloaded { .. } => "overloaded",
@@ -117,6 +120,7 @@ impl ApiError {
             }
             ApiError::UpstreamRejected(_)
             | ApiError::UpstreamFailed(_)
+            | ApiError::UpstreamTls(_)
             | ApiError::InvalidOutput(_) => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamBusy { .. } | ApiError::Overloaded { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -143,6 +147,7 @@ impl ApiError {
             | ApiError::BodyTooLarge(_)
             | ApiError::InvalidVariables { .. }
             | ApiError::UpstreamRejected(_)
+            | ApiError::UpstreamTls(_)
             | ApiError::Unauthorized
             | ApiError::EtagMismatch
             | ApiError::InvalidPrompt { .. } => false,
@@ -281,6 +286,12 @@ mod tests {
                 true,
             ),
             (ApiError::BodyTooLarge(10), 413, "body_too_large", false),
+            (
+                ApiError::UpstreamTls("invalid peer certificate: UnknownIssuer".into()),
+                502,
+                "upstream_failed",
+                false,
+            ),
         ];
         for (error, status, code, retryable) in cases {
             assert_eq!(

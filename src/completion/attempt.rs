@@ -21,8 +21,8 @@ use crate::upstream::chunk::{self, Chunk, Parsed};
 use crate::upstream::sse::SseDecoder;
 use crate::upstream::{BodyKind, SendError, Upstream};
 
-/// Longest SSE line accepted from an upstream.
-pub const MAX_SSE_LINE: usize = 1 << 20;
+/// Longest SSE line, and most data in one SSE event, accepted from an upstream.
+pub const MAX_SSE_SIZE: usize = 1 << 20;
 /// Largest error or non-streaming body read from an upstream.
 const MAX_WHOLE_BODY: usize = 8 << 20;
 /// How much of an error body is kept for classification.
@@ -87,12 +87,13 @@ impl Attempt {
             Err(SendError::Connect(text)) => {
                 return Err(AttemptFailure::new(FailureKind::Connect(text)));
             }
+            Err(SendError::Tls(text)) => return Err(AttemptFailure::new(FailureKind::Tls(text))),
             Err(SendError::Io(text)) => return Err(AttemptFailure::new(FailureKind::Io(text))),
             Ok(response) => response,
         };
         let mut attempt = Attempt {
             body: response.body,
-            decoder: SseDecoder::new(MAX_SSE_LINE),
+            decoder: SseDecoder::new(MAX_SSE_SIZE),
             chunks: chunk::Reader::default(),
             mode: Mode::Stream,
             idle,

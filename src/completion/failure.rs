@@ -22,8 +22,10 @@ pub struct AttemptFailure {
 /// What happened to an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailureKind {
-    /// No connection (refused, unreachable, connect timeout).
+    /// No connection (refused, unreachable, connect timeout, proxy down).
     Connect(String),
+    /// A TLS handshake that waiting cannot fix (an untrusted certificate).
+    Tls(String),
     /// No SSE event within the idle timeout.
     IdleTimeout,
     /// The connection broke (reset, or EOF in the middle of a body).
@@ -61,7 +63,8 @@ impl AttemptFailure {
         use FailureClass::{Busy, Final, NotStarted, Other};
         match &self.kind {
             FailureKind::Status {
-                status: 503 | 429, ..
+                status: 503 | 429 | 529,
+                ..
             } => Busy,
             FailureKind::Status { message, .. } | FailureKind::ErrorChunk(message)
                 if busy.matches(message) =>
@@ -73,6 +76,7 @@ impl AttemptFailure {
             }
             FailureKind::Status { .. } | FailureKind::ErrorChunk(_) => Other,
             FailureKind::Connect(_) => NotStarted,
+            FailureKind::Tls(_) => Final,
             FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly
                 if !output_began =>
             {
@@ -88,6 +92,7 @@ impl AttemptFailure {
     pub fn outcome(&self, class: FailureClass) -> &'static str {
         match (class, &self.kind) {
             (_, FailureKind::Deadline) => "deadline",
+            (_, FailureKind::Tls(_)) => "failed",
             (FailureClass::Busy, _) => "busy",
             (FailureClass::NotStarted, _) => "not_started",
             (FailureClass::Final, _) => "rejected",
@@ -108,6 +113,7 @@ impl AttemptFailure {
                 retry_after: self.retry_after.unwrap_or(retry_after),
             },
             (FailureClass::NotStarted, _) => ApiError::UpstreamTimeout,
+            (_, FailureKind::Tls(why)) => ApiError::UpstreamTls(why),
             (FailureClass::Final, FailureKind::Status { status, .. }) => {
                 ApiError::UpstreamRejected(status)
             }
@@ -124,6 +130,7 @@ impl FailureKind {
     pub fn summary(&self) -> String {
         match self {
             FailureKind::Connect(_) => "could not connect to the upstream".into(),
+            FailureKind::Tls(_) => "the TLS handshake with the upstream failed".into(),
             FailureKind::IdleTimeout => "the upstream went silent".into(),
             FailureKind::Io(_) => "the upstream connection broke".into(),
             FailureKind::EndedEarly => "the upstream stream ended early".into(),
@@ -139,6 +146,7 @@ impl FailureKind {
     pub fn detail(&self) -> &str {
         match self {
             FailureKind::Connect(text)
+            | FailureKind::Tls(text)
             | FailureKind::Io(text)
             | FailureKind::ErrorChunk(text)
             | FailureKind::Protocol(text)
@@ -171,6 +179,8 @@ mod tests {
         let table = [
             (status(503, ""), false, Busy),
             (status(429, ""), false, Busy),
+            (status(529, ""), false, Busy),
+            (FailureKind::Tls("UnknownIssuer".into()), false, Final),
             (status(500, "当前模型访问量较大，请稍后重试"), false, Busy),
             (
                 FailureKind::ErrorChunk("Model overloaded".into()),
@@ -229,5 +239,9 @@ mod tests {
             "invalid_output"
         );
         assert_eq!(give_up(FailureKind::Deadline, true), "deadline_exceeded");
+        assert_eq!(
+            give_up(FailureKind::Tls("x".into()), false),
+            "upstream_failed"
+        );
     }
 }

@@ -5,40 +5,32 @@
 //! the status, the headers the retry policy needs, and the body as a byte stream.
 //! Parsing lives in `sse` and `chunk`; timeouts and retries live in `completion`.
 //! Nothing here retries or redirects a POST: a second request is always the attempt
-//! loop's decision. (A pooled connection found closed before the request was
-//! written is swapped for a fresh one; nothing was sent, so that is no retry.)
+//! loop's decision. HTTP itself is reqwest's (`client`).
 
 pub mod chunk;
-mod connection;
-mod exchange;
-mod http1;
+mod client;
 mod scan;
 pub mod sse;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use hyper::Uri;
 
-pub use self::connection::on_worker_thread;
+pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
-use self::connection::{Connection, Connector, Pool};
-use self::exchange::{BodyStream, Failure};
-use self::http1::RequestHead;
-
-use crate::config::Secret;
+use self::client::HttpTransport;
+use crate::config::{Secret, UpstreamProxy};
 
 /// One OpenAI-compatible upstream.
 pub struct Upstream {
     /// A short name for logs and metrics.
     pub name: String,
     transport: Arc<dyn Transport>,
-    api_key: Secret,
+    /// The key and the proxy's credentials: removed from any text that leaves.
+    secrets: Vec<Secret>,
 }
 
 /// How one request reaches an upstream: HTTP in production, a scripted fake when
@@ -46,24 +38,6 @@ pub struct Upstream {
 pub trait Transport: Send + Sync {
     /// Sends one attempt's request body; resolves when the response headers arrive.
     fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>>;
-}
-
-/// The production transport: HTTP/1.1 over pooled connections, each read by the
-/// task that relays its answer (see `exchange`).
-struct HttpTransport {
-    connector: Connector,
-    pool: Arc<Pool>,
-    /// `POST {base_url}/chat/completions` with host and key, written once.
-    head: RequestHead,
-}
-
-/// How connections to an upstream are made.
-#[derive(Debug, Clone, Default)]
-pub struct ConnectOptions {
-    /// Longest wait for TCP and TLS to be ready.
-    pub timeout: Duration,
-    /// A PEM file of extra trusted CA certificates, for `https` upstreams.
-    pub ca_file: Option<PathBuf>,
 }
 
 /// How the upstream framed its body.
@@ -92,8 +66,12 @@ pub struct UpstreamResponse {
 /// Sending failed before any response headers arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendError {
-    /// The connection could not be made (refused, unreachable, connect timeout).
+    /// The connection could not be made (refused, unreachable, name not resolved,
+    /// connect timeout, proxy down or refusing).
     Connect(String),
+    /// The TLS handshake failed for a reason waiting cannot fix (an untrusted
+    /// certificate, no common protocol): retrying would fail the same way.
+    Tls(String),
     /// The connection broke before the headers arrived.
     Io(String),
 }
@@ -104,10 +82,14 @@ impl Upstream {
         name: &str,
         base_url: &str,
         api_key: Secret,
-        connect: &ConnectOptions,
+        options: &ClientOptions,
     ) -> Result<Self, String> {
-        let transport = HttpTransport::new(base_url, &api_key, connect)?;
-        Ok(Upstream::with_transport(name, Arc::new(transport), api_key))
+        let transport = HttpTransport::new(base_url, &api_key, options)?;
+        let mut upstream = Upstream::with_transport(name, Arc::new(transport), api_key);
+        if let UpstreamProxy::Url(proxy) = &options.proxy {
+            upstream.secrets.extend(proxy_password(proxy.expose()));
+        }
+        Ok(upstream)
     }
 
     /// An upstream reached through any transport; `api_key` is what `scrub` removes.
@@ -115,96 +97,47 @@ impl Upstream {
         Upstream {
             name: name.to_owned(),
             transport,
-            api_key,
+            secrets: vec![api_key],
         }
     }
 
     /// Sends one attempt's request body; resolves when the response headers arrive.
-    /// Error texts come back with the key scrubbed out.
+    /// Error texts come back with the secrets scrubbed out.
     pub async fn send(&self, body: Bytes) -> Result<UpstreamResponse, SendError> {
         self.transport
             .send(body)
             .await
             .map_err(|error| match error {
                 SendError::Connect(text) => SendError::Connect(self.scrub(&text)),
+                SendError::Tls(text) => SendError::Tls(self.scrub(&text)),
                 SendError::Io(text) => SendError::Io(self.scrub(&text)),
             })
     }
 
-    /// Removes the API key from text that came from outside (upstreams sometimes
-    /// echo the key they rejected), so it can be logged.
+    /// Removes the API key and the proxy's credentials from text that came from
+    /// outside (upstreams sometimes echo the key they rejected), so it can be logged.
     pub fn scrub(&self, text: &str) -> String {
-        let key = self.api_key.expose();
-        if key.len() >= 4 && text.contains(key) {
-            text.replace(key, "[redacted]")
-        } else {
-            text.to_owned()
+        let mut text = text.to_owned();
+        for secret in &self.secrets {
+            let secret = secret.expose();
+            if secret.len() >= 4 && text.contains(secret) {
+                text = text.replace(secret, "[redacted]");
+            }
         }
+        text
     }
 }
 
-impl HttpTransport {
-    fn new(base_url: &str, api_key: &Secret, connect: &ConnectOptions) -> Result<Self, String> {
-        let invalid = |why: &str| format!("the upstream URL `{base_url}` {why}");
-        let uri: Uri = base_url.parse().map_err(|_| invalid("does not parse"))?;
-        let tls = match uri.scheme_str() {
-            Some("http") => None,
-            Some("https") => Some(connection::tls_connector(connect.ca_file.as_deref())?),
-            _ => return Err(invalid("is neither http:// nor https://")),
-        };
-        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let port = authority
-            .port_u16()
-            .unwrap_or(if tls.is_some() { 443 } else { 80 });
-        let authorization = (!api_key.is_empty()).then(|| format!("Bearer {}", api_key.expose()));
-        let path = format!("{}/chat/completions", uri.path().trim_end_matches('/'));
-        Ok(HttpTransport {
-            connector: Connector::new(host.to_owned(), port, tls, connect.timeout),
-            pool: Arc::default(),
-            head: RequestHead::new(&path, authority.as_str(), authorization.as_deref())?,
-        })
-    }
-
-    /// A pooled connection when one is open, else a new one; and whether it was pooled.
-    async fn connection(&self) -> Result<(Connection, bool), SendError> {
-        if let Some(pooled) = self.pool.take() {
-            return Ok((pooled, true));
-        }
-        let fresh = self.connector.connect().await.map_err(SendError::Connect)?;
-        Ok((fresh, false))
-    }
-}
-
-impl Transport for HttpTransport {
-    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
-        Box::pin(async move {
-            let request = self.head.encode(&body);
-            let (mut connection, mut pooled) = self.connection().await?;
-            let head = loop {
-                match exchange::send(&mut connection, &request).await {
-                    Ok(head) => break head,
-                    // A pooled connection the upstream closed before taking the
-                    // request: nothing was sent, so a fresh connection is no retry.
-                    Err(Failure::Unsent(_)) if pooled => {
-                        connection = self.connector.connect().await.map_err(SendError::Connect)?;
-                        pooled = false;
-                    }
-                    Err(Failure::Unsent(error)) => return Err(SendError::Io(error.to_string())),
-                    Err(Failure::Broken(text)) => return Err(SendError::Io(text)),
-                }
-            };
-            Ok(UpstreamResponse {
-                status: head.status,
-                retry_after: head.retry_after.as_deref().and_then(retry_after),
-                kind: head.kind,
-                body: BodyStream::new(connection, &head, self.pool.clone()).boxed(),
-            })
-        })
-    }
+/// The user name and password of a proxy URL, as they might appear in a message.
+fn proxy_password(url: &str) -> Vec<Secret> {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return Vec::new();
+    };
+    [url.username(), url.password().unwrap_or("")]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .map(Secret::new)
+        .collect()
 }
 
 /// The body kind a `Content-Type` value declares.
@@ -265,12 +198,15 @@ mod tests {
             "u",
             "http://127.0.0.1:1",
             Secret::new("sk-abcdef"),
-            &ConnectOptions::default(),
+            &ClientOptions {
+                proxy: UpstreamProxy::Url(Secret::new("http://proxyuser:pr0xy-pass@127.0.0.1:3")),
+                ..ClientOptions::default()
+            },
         )
         .expect("client builds");
         assert_eq!(
-            upstream.scrub("bad key sk-abcdef given"),
-            "bad key [redacted] given"
+            upstream.scrub("bad key sk-abcdef given via proxyuser:pr0xy-pass"),
+            "bad key [redacted] given via [redacted]:[redacted]"
         );
     }
 }

@@ -20,10 +20,17 @@ pub struct SseEvent {
     pub data: Bytes,
 }
 
-/// The upstream sent a line longer than the decoder accepts.
+/// The upstream sent more than the decoder holds: one line, or one event's joined
+/// `data` (many `data:` lines with no blank line between them), over the cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("upstream sent an SSE line longer than {0} bytes")]
-pub struct LineTooLong(pub usize);
+pub enum TooLong {
+    /// One line over the cap.
+    #[error("upstream sent an SSE line longer than {0} bytes")]
+    Line(usize),
+    /// One event's data over the cap.
+    #[error("upstream sent an SSE event with more than {0} bytes of data")]
+    Event(usize),
+}
 
 /// Incremental SSE decoder.
 #[derive(Debug)]
@@ -36,7 +43,8 @@ pub struct SseDecoder {
     /// The start of the stream may carry a byte-order mark.
     at_start: bool,
     data: Option<DataBuf>,
-    max_line: usize,
+    /// Cap on one line and on one event's joined data.
+    max: usize,
 }
 
 /// The data buffer: one line is kept as received, more lines are joined.
@@ -47,15 +55,15 @@ enum DataBuf {
 }
 
 impl SseDecoder {
-    /// A decoder that rejects lines longer than `max_line` bytes.
-    pub fn new(max_line: usize) -> Self {
+    /// A decoder that rejects a line, or an event's data, longer than `max` bytes.
+    pub fn new(max: usize) -> Self {
         SseDecoder {
             buf: BytesMut::new(),
             scanned: 0,
             after_cr: false,
             at_start: true,
             data: None,
-            max_line,
+            max,
         }
     }
 
@@ -65,7 +73,7 @@ impl SseDecoder {
     }
 
     /// The next complete event, if the bytes so far hold one.
-    pub fn next_event(&mut self) -> Result<Option<SseEvent>, LineTooLong> {
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, TooLong> {
         if let Some(data) = self.whole_one_line_event() {
             return Ok(Some(SseEvent { data }));
         }
@@ -77,7 +85,7 @@ impl SseDecoder {
                     }));
                 }
             } else {
-                self.field(line);
+                self.field(line)?;
             }
         }
         Ok(None)
@@ -104,7 +112,7 @@ impl SseDecoder {
         Some(event.freeze())
     }
 
-    fn next_line(&mut self) -> Result<Option<Bytes>, LineTooLong> {
+    fn next_line(&mut self) -> Result<Option<Bytes>, TooLong> {
         if self.after_cr && !self.buf.is_empty() {
             if self.buf[0] == b'\n' {
                 self.buf.advance(1);
@@ -120,8 +128,8 @@ impl SseDecoder {
         }
         let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) else {
             self.scanned = self.buf.len();
-            if self.buf.len() > self.max_line {
-                return Err(LineTooLong(self.max_line));
+            if self.buf.len() > self.max {
+                return Err(TooLong::Line(self.max));
             }
             return Ok(None);
         };
@@ -134,9 +142,9 @@ impl SseDecoder {
         Ok(Some(line))
     }
 
-    fn field(&mut self, line: Bytes) {
+    fn field(&mut self, line: Bytes) -> Result<(), TooLong> {
         if line[0] == b':' {
-            return;
+            return Ok(());
         }
         let (name, value) = match memchr::memchr(b':', &line) {
             Some(colon) => {
@@ -148,13 +156,24 @@ impl SseDecoder {
         if &name[..] == b"data" {
             self.data = Some(match self.data.take() {
                 None => DataBuf::One(value),
+                Some(previous) if previous.len() + 1 + value.len() > self.max => {
+                    return Err(TooLong::Event(self.max));
+                }
                 Some(previous) => previous.join(&value),
             });
         }
+        Ok(())
     }
 }
 
 impl DataBuf {
+    fn len(&self) -> usize {
+        match self {
+            DataBuf::One(bytes) => bytes.len(),
+            DataBuf::Joined(buf) => buf.len(),
+        }
+    }
+
     fn join(self, next: &[u8]) -> DataBuf {
         let mut joined = match self {
             DataBuf::One(first) => BytesMut::from(&first[..]),
@@ -251,7 +270,16 @@ mod tests {
     fn an_endless_line_fails_instead_of_growing() {
         let mut decoder = SseDecoder::new(16);
         decoder.push(b"data: 0123456789abcdef");
-        assert_eq!(decoder.next_event(), Err(LineTooLong(16)));
+        assert_eq!(decoder.next_event(), Err(TooLong::Line(16)));
+    }
+
+    #[test]
+    fn endless_data_lines_of_one_event_fail_instead_of_growing() {
+        let mut decoder = SseDecoder::new(16);
+        decoder.push(b"data: 0123456789\ndata: abcd\n");
+        assert_eq!(decoder.next_event(), Ok(None), "15 bytes joined fit");
+        decoder.push(b"data: ef\n");
+        assert_eq!(decoder.next_event(), Err(TooLong::Event(16)));
     }
 
     #[test]

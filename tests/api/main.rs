@@ -11,4 +11,5 @@ mod mock_upstream;
 mod ops;
 mod process;
 mod tasks;
+mod tls;
 mod upstream;

@@ -1,12 +1,6 @@
-//! Connections to the upstream: reuse, closed idle connections, and TLS.
+//! Connections to the upstream: reuse, closed idle connections, framing, the URL.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 
 use crate::helpers::*;
 use crate::mock_upstream::*;
@@ -183,29 +177,44 @@ async fn a_malformed_response_head_is_a_broken_transport() {
 }
 
 #[tokio::test]
-async fn an_https_upstream_is_reached_through_tls_with_an_extra_ca() {
-    let upstream = TlsUpstream::start().await;
+async fn the_upstream_urls_query_string_reaches_the_upstream() {
+    let upstream = MockUpstream::start().await;
+    upstream.push([sse_answer(&["azure"])]);
     let prompts_dir = prompts_copy();
-    let mut config = fast_config(&prompts_dir);
-    config.upstream_ca_file = Some(fixture("ca.pem").into());
-    let base = spawn_gateway(config, &upstream.url).await;
-    let response = post_chat(&base).await;
-    assert_eq!(response.status(), 200);
-    let body = json_of(response).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "加密");
+    let url = format!("{}/?api-version=2024-06-01", upstream.url);
+    let base = spawn_gateway(fast_config(&prompts_dir), &url).await;
+    assert_eq!(post_chat(&base).await.status(), 200);
+    let requests = upstream.requests();
+    let request_line = requests[0].head.lines().next().expect("a request line");
+    assert_eq!(
+        request_line,
+        "POST /v1/chat/completions?api-version=2024-06-01 HTTP/1.1"
+    );
 }
 
 #[tokio::test]
-async fn an_https_upstream_with_an_unknown_ca_is_refused() {
-    let upstream = TlsUpstream::start().await;
+async fn a_name_that_does_not_resolve_is_not_started_and_retried() {
     let prompts_dir = prompts_copy();
-    let base = spawn_gateway(fast_config(&prompts_dir), &upstream.url).await;
+    // `.invalid` never resolves (RFC 6761).
+    let base = spawn_gateway(fast_config(&prompts_dir), "http://ladle-test.invalid/v1").await;
     let response = post_chat(&base).await;
     assert_eq!(response.status(), 504);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let retried = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ladle_retries_total{reason=\"not_started\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(retried >= 1.0, "{metrics}");
 }
 
-async fn post_chat(base: &str) -> reqwest::Response {
+pub async fn post_chat(base: &str) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
         .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
@@ -214,7 +223,7 @@ async fn post_chat(base: &str) -> reqwest::Response {
         .expect("gateway answers")
 }
 
-async fn wait_until(done: impl Fn() -> bool) {
+pub async fn wait_until(done: impl Fn() -> bool) {
     for _ in 0..200 {
         if done() {
             return;
@@ -222,58 +231,4 @@ async fn wait_until(done: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     panic!("the condition did not hold within a second");
-}
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// An upstream on TLS (certificate for `localhost`, signed by the fixture CA)
-/// that answers every request with one short SSE stream.
-struct TlsUpstream {
-    url: String,
-}
-
-impl TlsUpstream {
-    async fn start() -> TlsUpstream {
-        let certs = CertificateDer::pem_file_iter(fixture("localhost.pem"))
-            .expect("certificate file")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("certificate parses");
-        let key = PrivateKeyDer::from_pem_file(fixture("localhost.key")).expect("key parses");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("protocol versions")
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .expect("server config");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(socket).await else {
-                        return;
-                    };
-                    if read_request(&mut tls).await.is_none() {
-                        return;
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
-                         data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
-                        content("加密"),
-                        finish()
-                    );
-                    let _ = tls.write_all(answer.as_bytes()).await;
-                    let _ = tls.shutdown().await;
-                });
-            }
-        });
-        TlsUpstream {
-            url: format!("https://localhost:{port}/v1"),
-        }
-    }
 }
