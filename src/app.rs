@@ -28,7 +28,7 @@ use crate::ops::request_id::{HEADER, MakeIds, RequestId};
 use crate::prompts::{FileStore, Prompt, PromptStore};
 use crate::retry::{Deadline, RetryPolicy};
 use crate::routes;
-use crate::upstream::Upstream;
+use crate::upstream::{ClientOptions, Upstream};
 
 /// Everything a handler may use.
 #[derive(Clone)]
@@ -57,7 +57,7 @@ impl AppState {
             "default",
             upstream_url,
             config.upstream_api_key.clone(),
-            &config.client_options(),
+            &ClientOptions::from_config(&config),
         )?;
         let metrics = Metrics::new();
         let engine = Engine {
@@ -84,6 +84,7 @@ impl AppState {
         arrived: Instant,
         request_id: &RequestId,
         body: Bytes,
+        model: &str,
         task: Option<&Prompt>,
     ) -> Job {
         let config = &self.config;
@@ -106,6 +107,7 @@ impl AppState {
             request_id: request_id.to_string(),
             task: task.map(|t| t.name.clone()),
             wants_meta: true,
+            model: model.to_owned(),
         }
     }
 

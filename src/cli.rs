@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigError};
 use crate::demo::{self, DemoOptions};
 use crate::ops::telemetry;
 use crate::prompts::{FileStore, PromptStore};
-use crate::upstream::{self, Upstream};
+use crate::upstream::{self, ClientOptions, Upstream};
 
 /// ladle: a streaming LLM completion gateway.
 #[derive(Debug, Parser)]
@@ -187,7 +187,7 @@ fn check(config: &Config) -> ExitCode {
             "default",
             url,
             config.upstream_api_key.clone(),
-            &config.client_options(),
+            &ClientOptions::from_config(config),
         )
         .map(drop),
         None => {
@@ -195,7 +195,7 @@ fn check(config: &Config) -> ExitCode {
                 out,
                 "note    LADLE_UPSTREAM_URL is unset: `serve` needs it, `demo` does not"
             );
-            upstream::check_options(&config.client_options())
+            upstream::check_options(&ClientOptions::from_config(config))
         }
     };
     match client {

@@ -63,7 +63,7 @@ impl UpstreamProxy {
             return Ok(UpstreamProxy::Off);
         }
         // The value is never echoed: it may carry a password.
-        let usable = reqwest::Url::parse(text).is_ok_and(|url| {
+        let usable = url::Url::parse(text).is_ok_and(|url| {
             matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") && url.has_host()
         });
         if usable {
@@ -283,16 +283,6 @@ impl Config {
         match self.workers {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
-        }
-    }
-
-    /// How the upstream client is built from these settings.
-    pub fn client_options(&self) -> crate::upstream::ClientOptions {
-        crate::upstream::ClientOptions {
-            connect_timeout: self.connect_timeout,
-            ca_file: self.upstream_ca_file.clone(),
-            proxy: self.upstream_proxy.clone(),
-            workers: self.worker_threads(),
         }
     }
 

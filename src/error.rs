@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -183,6 +183,26 @@ impl ApiError {
     }
 }
 
+/// The header the official OpenAI SDKs obey before retrying a request on their own.
+pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+
+impl ApiError {
+    /// The answer of a completion route that gave up after `attempts` upstream
+    /// attempts. `x-should-retry` keeps retries at one layer: once ladle has retried
+    /// itself, a caller's SDK retrying too would multiply the upstream's load.
+    pub fn into_completion_response(self, attempts: u32) -> Response {
+        let should_retry = self.should_retry(attempts);
+        let mut response = self.into_response();
+        response.headers_mut().insert(SHOULD_RETRY, should_retry);
+        response
+    }
+
+    fn should_retry(&self, attempts: u32) -> HeaderValue {
+        let yes = self.retryable() && attempts <= 1;
+        HeaderValue::from_static(if yes { "true" } else { "false" })
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = self.status().into_response();
@@ -224,11 +244,21 @@ impl From<StoreError> for ApiError {
 }
 
 /// Writes the JSON body of an error response, with the request id: the one place
-/// error bodies are made (called for every response by `ops::observe`).
-pub fn render_error(mut response: Response, request_id: &RequestId) -> Response {
+/// error bodies are made (called for every response by `ops::observe`). An error of
+/// a completion route that made no upstream attempt (a bad body, a full queue)
+/// gets its `x-should-retry` here.
+pub fn render_error(
+    mut response: Response,
+    request_id: &RequestId,
+    completion_route: bool,
+) -> Response {
     let Some(error) = response.extensions_mut().remove::<ApiError>() else {
         return response;
     };
+    if completion_route && !response.headers().contains_key(SHOULD_RETRY) {
+        let should_retry = error.should_retry(0);
+        response.headers_mut().insert(SHOULD_RETRY, should_retry);
+    }
     tracing::debug!(request_id = %request_id, code = error.code(), message = %error, "request failed");
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(

@@ -80,7 +80,6 @@ fn pure_modules_do_no_io_and_read_no_clock() {
         "upstream/sse.rs",
         "upstream/chunk.rs",
         "upstream/scan.rs",
-        "upstream/http1.rs",
         "normalize/",
         "prompts/spec.rs",
         "prompts/render.rs",

@@ -74,6 +74,8 @@ pub struct Job {
     /// Whether to keep the upstream's completion id and model: a whole answer
     /// reports them, while a relayed stream carries them in its own chunks.
     pub wants_meta: bool,
+    /// The model sent upstream, for the token counts.
+    pub model: String,
 }
 
 impl Job {
@@ -300,6 +302,14 @@ impl Completion {
 
     fn on_chunk(&mut self, received: Received) -> Progress {
         self.answer.absorb(&received.chunk);
+        if let (Some(usage), Some(upstream)) = (
+            &received.chunk.usage,
+            self.engine.upstream_for(self.attempt),
+        ) {
+            self.engine
+                .metrics
+                .tokens(&upstream.name, &self.job.model, usage);
+        }
         if received.chunk.is_output() && !self.first_output_seen {
             self.first_output_seen = true;
             let elapsed = Instant::now() - self.job.deadline.started;

@@ -117,6 +117,7 @@ async fn run(
         request_id: "test".into(),
         task: None,
         wants_meta: true,
+        model: "m".into(),
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(engine), job)
         .into_stream()

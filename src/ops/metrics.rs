@@ -109,6 +109,29 @@ impl Metrics {
         count(&self.inner.retries, reason);
     }
 
+    /// Counts the tokens of one usage report (`prompt_tokens`, `completion_tokens`).
+    /// Rare (once per answer at most), so its handles are registered as it comes.
+    pub fn tokens(&self, upstream: &str, model: &str, usage: &serde_json::Value) {
+        for (kind, field) in [
+            ("prompt", "prompt_tokens"),
+            ("completion", "completion_tokens"),
+        ] {
+            let Some(count) = usage.get(field).and_then(serde_json::Value::as_u64) else {
+                continue;
+            };
+            let labels = vec![
+                Label::new("upstream", upstream.to_owned()),
+                Label::new("model", model.to_owned()),
+                Label::new("kind", kind),
+            ];
+            let key = Key::from_parts("ladle_tokens_total", labels);
+            self.inner
+                .recorder
+                .register_counter(&key, &METADATA)
+                .increment(count);
+        }
+    }
+
     /// Records a request's first output.
     pub fn first_output(&self, elapsed: Duration) {
         self.inner.first_output.record(elapsed.as_secs_f64());
@@ -183,6 +206,10 @@ fn describe(recorder: &PrometheusRecorder) {
             "Ended upstream attempts by outcome.",
         ),
         ("ladle_retries_total", "Retries by reason."),
+        (
+            "ladle_tokens_total",
+            "Tokens the upstreams reported in usage, by upstream, model and kind.",
+        ),
     ];
     for (name, help) in counters {
         recorder.describe_counter(KeyName::from(name), None, help.into());

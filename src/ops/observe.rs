@@ -136,7 +136,10 @@ where
             .arrived
             .take()
             .expect("an observed request is answered once");
-        let response = crate::error::render_error(response, &seen.request_id);
+        let completion_route = seen.route.as_ref().is_some_and(|route| {
+            matches!(route.as_str(), "/v1/chat/completions" | "/v1/tasks/{name}")
+        });
+        let response = crate::error::render_error(response, &seen.request_id, completion_route);
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
         let mut record = Record {
             status: response.status().as_u16(),

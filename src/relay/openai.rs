@@ -28,16 +28,19 @@ pub async fn whole(
     model: &str,
 ) -> Response {
     let mut progress = std::pin::pin!(progress);
+    let mut attempts = 0;
     while let Some(step) = progress.next().await {
         match step {
             Progress::Finished(finished) => {
                 return axum::Json(completion_body(&finished, request_id, model)).into_response();
             }
-            Progress::Failed(error) => return error.into_response(),
-            Progress::Attempt(_) | Progress::Chunk(_) | Progress::Retry { .. } => {}
+            Progress::Failed(error) => return error.into_completion_response(attempts),
+            Progress::Attempt(n) => attempts = n,
+            Progress::Chunk(_) | Progress::Retry { .. } => {}
         }
     }
-    ApiError::UpstreamFailed("the completion ended without an answer".into()).into_response()
+    ApiError::UpstreamFailed("the completion ended without an answer".into())
+        .into_completion_response(attempts)
 }
 
 /// Waits for the first output chunk, then answers with an SSE stream.
@@ -48,6 +51,7 @@ pub async fn streaming(
     let mut progress = Box::pin(progress);
     // Events held back until the commit point, already framed as they will be sent.
     let mut held = BytesMut::new();
+    let mut attempts = 0;
     loop {
         match progress.next().await {
             Some(Progress::Chunk(received)) => {
@@ -56,15 +60,19 @@ pub async fn streaming(
                     break;
                 }
             }
-            Some(Progress::Attempt(_) | Progress::Retry { .. }) => held.clear(),
+            Some(Progress::Attempt(n)) => {
+                attempts = n;
+                held.clear();
+            }
+            Some(Progress::Retry { .. }) => held.clear(),
             Some(Progress::Finished(_)) => {
                 held.extend_from_slice(DONE);
                 return sse(stream::once(std::future::ready(held.freeze())).boxed());
             }
-            Some(Progress::Failed(error)) => return error.into_response(),
+            Some(Progress::Failed(error)) => return error.into_completion_response(attempts),
             None => {
                 return ApiError::UpstreamFailed("the completion ended without an answer".into())
-                    .into_response();
+                    .into_completion_response(attempts);
             }
         }
     }

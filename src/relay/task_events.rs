@@ -30,16 +30,19 @@ pub struct TaskCall {
 /// Drives the completion to its end and answers with one JSON document.
 pub async fn whole(progress: impl Stream<Item = Progress>, call: &TaskCall) -> Response {
     let mut progress = std::pin::pin!(progress);
+    let mut attempts = 0;
     while let Some(step) = progress.next().await {
         match step {
             Progress::Finished(finished) => {
                 return axum::Json(result_body(&finished, call)).into_response();
             }
-            Progress::Failed(error) => return error.into_response(),
-            Progress::Attempt(_) | Progress::Chunk(_) | Progress::Retry { .. } => {}
+            Progress::Failed(error) => return error.into_completion_response(attempts),
+            Progress::Attempt(n) => attempts = n,
+            Progress::Chunk(_) | Progress::Retry { .. } => {}
         }
     }
-    ApiError::UpstreamFailed("the completion ended without an answer".into()).into_response()
+    ApiError::UpstreamFailed("the completion ended without an answer".into())
+        .into_completion_response(attempts)
 }
 
 /// Answers at once with an SSE stream of the completion's progress.
@@ -95,7 +98,7 @@ fn event(name: &'static str, data: &Value) -> Event {
 
 /// The non-streaming `200` body, also the `result` event's data.
 fn result_body(finished: &Finished, call: &TaskCall) -> Value {
-    json!({
+    let mut body = json!({
         "task": call.task,
         "output": finished.output,
         "meta": {
@@ -104,5 +107,9 @@ fn result_body(finished: &Finished, call: &TaskCall) -> Value {
             "elapsed_ms": finished.elapsed.as_millis() as u64,
             "model": finished.meta.model.as_deref().unwrap_or(&call.model),
         },
-    })
+    });
+    if let Some(usage) = &finished.usage {
+        body["meta"]["usage"] = usage.clone();
+    }
+    body
 }

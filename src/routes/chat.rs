@@ -51,7 +51,10 @@ pub async fn completions(
         })?,
         Some(_) => return Err(ApiError::InvalidRequest("`model` must be a string".into())),
     };
-    let mut job = app.job(arrived, &request_id, body.upstream(&model), None);
+    // An answer ladle assembles itself asks for usage, as OpenAI's own carries it;
+    // a relayed stream is left as the caller wrote it.
+    let upstream_body = body.upstream(&model, !wants_stream);
+    let mut job = app.job(arrived, &request_id, upstream_body, &model, None);
     // A committed stream cannot take words back, so it never retries after output.
     job.policy.retry_after_output = !wants_stream;
     job.wants_meta = !wants_stream;
@@ -90,8 +93,9 @@ impl ChatBody<'_> {
     }
 
     /// The body for the upstream: every field as given, `model` set and `stream`
-    /// on (in their places if present, else at the end).
-    fn upstream(&self, model: &str) -> Bytes {
+    /// on (in their places if present, else at the end), and with `ask_usage`,
+    /// `stream_options.include_usage` when the caller set no `stream_options`.
+    fn upstream(&self, model: &str, ask_usage: bool) -> Bytes {
         let len = self
             .0
             .iter()
@@ -129,6 +133,9 @@ impl ChatBody<'_> {
         }
         if !wrote_stream {
             put("stream", "true");
+        }
+        if ask_usage && self.field("stream_options").is_none() {
+            put("stream_options", r#"{"include_usage":true}"#);
         }
         out.push(b'}');
         out.into()
@@ -188,7 +195,7 @@ mod tests {
 
     fn upstream(body: &str, model: &str) -> serde_json::Value {
         let body: ChatBody<'_> = serde_json::from_str(body).expect("an object");
-        serde_json::from_slice(&body.upstream(model)).expect("the upstream body is JSON")
+        serde_json::from_slice(&body.upstream(model, false)).expect("the upstream body is JSON")
     }
 
     #[test]
@@ -214,6 +221,23 @@ mod tests {
         assert_eq!(
             keys,
             ["temperature", "messages", "stream", "extra", "model"]
+        );
+    }
+
+    #[test]
+    fn usage_is_asked_for_unless_the_caller_set_stream_options() {
+        let sent = |text: &str| {
+            let body: ChatBody<'_> = serde_json::from_str(text).expect("an object");
+            serde_json::from_slice::<serde_json::Value>(&body.upstream("m", true))
+                .expect("the upstream body is JSON")
+        };
+        assert_eq!(
+            sent(r#"{"messages": []}"#)["stream_options"],
+            serde_json::json!({"include_usage": true})
+        );
+        assert_eq!(
+            sent(r#"{"stream_options": {"include_usage": false}}"#)["stream_options"],
+            serde_json::json!({"include_usage": false})
         );
     }
 

@@ -48,8 +48,12 @@ pub async fn run(
     body.insert("model".into(), Value::String(model.clone()));
     body.insert("messages".into(), Value::Array(rendered.messages));
     body.insert("stream".into(), Value::Bool(true));
+    // ladle assembles the answer itself, so it asks for the usage a whole
+    // `chat.completion` would carry, unless the prompt says otherwise.
+    body.entry("stream_options")
+        .or_insert_with(|| serde_json::json!({"include_usage": true}));
     let body = serde_json::to_vec(&body).unwrap_or_default().into();
-    let job = app.job(arrived, &request_id, body, Some(&prompt));
+    let job = app.job(arrived, &request_id, body, &model, Some(&prompt));
     let progress = app.complete(job);
     let call = TaskCall {
         task: name,

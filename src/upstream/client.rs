@@ -19,7 +19,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValu
 use reqwest::{Client, Method, Request, Url};
 
 use super::{SendError, Transport, UpstreamResponse, body_kind, retry_after};
-use crate::config::{Secret, UpstreamProxy};
+use crate::config::{Config, Secret, UpstreamProxy};
 
 /// How an upstream is reached, besides its URL.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +32,18 @@ pub struct ClientOptions {
     pub proxy: UpstreamProxy,
     /// Worker threads that send requests; each gets a client (and pool) of its own.
     pub workers: usize,
+}
+
+impl ClientOptions {
+    /// The options the configuration gives.
+    pub fn from_config(config: &Config) -> Self {
+        ClientOptions {
+            connect_timeout: config.connect_timeout,
+            ca_file: config.upstream_ca_file.clone(),
+            proxy: config.upstream_proxy.clone(),
+            workers: config.worker_threads(),
+        }
+    }
 }
 
 /// Idle pooled connections are closed after this long.

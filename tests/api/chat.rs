@@ -590,5 +590,7 @@ async fn the_callers_fields_reach_the_upstream_unchanged_with_stream_forced_on()
     assert_eq!(app.post("/v1/chat/completions", &body).await.status(), 200);
     let mut expected = body.clone();
     expected["stream"] = json!(true);
+    // A whole answer asks for usage (contract 6.8).
+    expected["stream_options"] = json!({"include_usage": true});
     assert_eq!(app.upstream.requests()[0].body, expected);
 }

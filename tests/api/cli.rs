@@ -62,6 +62,78 @@ fn an_invalid_setting_stops_start_up_naming_the_key() {
     assert!(String::from_utf8_lossy(&missing_url.stderr).contains("LADLE_UPSTREAM_URL"));
 }
 
+/// A file that holds no certificate, for `LADLE_UPSTREAM_CA_FILE`.
+fn not_a_certificate() -> std::path::PathBuf {
+    let dir = prompts_copy();
+    let path = dir.join("not-a-ca.pem");
+    std::fs::write(&path, "just text\n").expect("write");
+    path
+}
+
+#[test]
+fn check_builds_the_upstream_client_and_names_a_bad_ca_file_or_proxy() {
+    let dir = prompts_copy();
+    let empty = not_a_certificate();
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            "LADLE_UPSTREAM_CA_FILE",
+            "/nonexistent/ca.pem",
+            "cannot read",
+        ),
+        (
+            "LADLE_UPSTREAM_CA_FILE",
+            empty.to_str().expect("utf-8 path"),
+            "no PEM certificate",
+        ),
+        (
+            "LADLE_UPSTREAM_PROXY",
+            "ftp://user:hunter2@proxy:21",
+            "LADLE_UPSTREAM_PROXY",
+        ),
+    ];
+    for (key, value, why) in cases {
+        let output = ladle()
+            .arg("check")
+            .env("LADLE_PROMPTS_DIR", &dir)
+            .env("LADLE_UPSTREAM_URL", "https://127.0.0.1:9/v1")
+            .env(key, value)
+            .output()
+            .expect("run ladle check");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !output.status.success(),
+            "{key}={value} passed check: {said}"
+        );
+        assert!(said.contains(key) && said.contains(why), "{said}");
+        assert!(
+            !said.contains("hunter2"),
+            "the proxy password leaked: {said}"
+        );
+    }
+}
+
+#[test]
+fn serve_stops_before_listening_when_the_ca_file_is_unusable() {
+    let empty = not_a_certificate();
+    for path in ["/nonexistent/ca.pem", empty.to_str().expect("utf-8 path")] {
+        let output = ladle()
+            .arg("serve")
+            .env("LADLE_LISTEN", "127.0.0.1:0")
+            .env("LADLE_UPSTREAM_URL", "https://127.0.0.1:9/v1")
+            .env("LADLE_UPSTREAM_CA_FILE", path)
+            .output()
+            .expect("run ladle");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(stderr.contains("LADLE_UPSTREAM_CA_FILE"), "{stderr}");
+        assert!(!stderr.contains("listening on"), "{stderr}");
+    }
+}
+
 #[test]
 fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
     let mut child = ladle()

@@ -42,6 +42,8 @@ pub fn fast_config(prompts_dir: &std::path::Path) -> Config {
             "LADLE_EARLY_RETRY_WINDOW_MS" => "1000",
             "LADLE_QUEUE_TIMEOUT_MS" => "200",
             "LADLE_PROMPT_RELOAD_MS" => "50",
+            // The machine's own proxy variables never steer a test's upstream.
+            "LADLE_UPSTREAM_PROXY" => "none",
             _ => return None,
         };
         Some(value.to_owned())

@@ -10,6 +10,8 @@ mod helpers;
 mod mock_upstream;
 mod ops;
 mod process;
+mod proxy;
 mod tasks;
 mod tls;
 mod upstream;
+mod usage;

@@ -47,21 +47,22 @@ async fn an_https_upstream_with_an_unknown_ca_is_a_final_failure_after_one_hands
     assert!(upstream.versions().is_empty(), "nothing was sent");
 }
 
-fn fixture(name: &str) -> String {
+pub fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// An upstream on TLS (certificate for `localhost`, signed by the fixture CA)
 /// that offers h2 and HTTP/1.1 by ALPN, answers every request with one short SSE
 /// stream, and records the HTTP version of each request.
-struct TlsUpstream {
-    url: String,
+pub struct TlsUpstream {
+    /// `https://localhost:PORT/v1`.
+    pub url: String,
     handshakes: Arc<AtomicUsize>,
     versions: Arc<Mutex<Vec<Version>>>,
 }
 
 impl TlsUpstream {
-    async fn start() -> TlsUpstream {
+    pub async fn start() -> TlsUpstream {
         let certs = CertificateDer::pem_file_iter(fixture("localhost.pem"))
             .expect("certificate file")
             .collect::<Result<Vec<_>, _>>()
@@ -118,7 +119,7 @@ impl TlsUpstream {
         self.handshakes.load(Ordering::SeqCst)
     }
 
-    fn versions(&self) -> Vec<Version> {
+    pub fn versions(&self) -> Vec<Version> {
         self.versions.lock().expect("lock").clone()
     }
 }

@@ -214,6 +214,28 @@ async fn a_name_that_does_not_resolve_is_not_started_and_retried() {
     assert!(retried >= 1.0, "{metrics}");
 }
 
+#[tokio::test]
+async fn an_event_of_endless_data_lines_fails_the_attempt_instead_of_growing_memory() {
+    // Each line is short, but no blank line ever ends the event; the cap is 1 MiB.
+    let app = spawn_app().await;
+    let mut line = b"data: ".to_vec();
+    line.extend(std::iter::repeat_n(b'a', 64 << 10));
+    line.push(b'\n');
+    app.upstream
+        .fallback(sse(vec![Step::Drip(line, Duration::from_millis(1))]));
+    let response = app.chat(false).await;
+    // A broken stream: retried once at once, then the request fails.
+    assert_eq!(response.status(), 502);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_eq!(app.upstream.requests().len(), 2);
+    for index in 0..2 {
+        assert!(
+            app.upstream.closed_at(index).await.is_some(),
+            "socket {index} left open"
+        );
+    }
+}
+
 pub async fn post_chat(base: &str) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
