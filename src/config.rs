@@ -161,21 +161,29 @@ pub enum ConfigError {
     /// The configuration file is not valid TOML.
     #[error("config file: {0}")]
     File(String),
+    /// The configuration file names a setting that does not exist (a typo would
+    /// otherwise be accepted and do nothing).
+    #[error("config file: unknown key `{0}`")]
+    UnknownKey(String),
 }
 
 /// Where raw setting values come from: the environment first, then the file.
 struct Sources<'a> {
     file: toml::Table,
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// The file keys asked for, so that any other key can be refused.
+    asked: std::cell::RefCell<Vec<String>>,
 }
 
 impl Sources<'_> {
     fn raw(&self, key: &'static str) -> Result<Option<String>, ConfigError> {
+        let file_key = key.trim_start_matches("LADLE_").to_ascii_lowercase();
+        let value = self.file.get(&file_key);
+        self.asked.borrow_mut().push(file_key);
         if let Some(value) = (self.env)(key) {
             return Ok(Some(value));
         }
-        let file_key = key.trim_start_matches("LADLE_").to_ascii_lowercase();
-        match self.file.get(&file_key) {
+        match value {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s.clone())),
             Some(toml::Value::Integer(i)) => Ok(Some(i.to_string())),
@@ -231,7 +239,11 @@ impl Config {
                 .map_err(|e| ConfigError::File(e.to_string()))?,
             None => toml::Table::new(),
         };
-        let src = Sources { file, env };
+        let src = Sources {
+            file,
+            env,
+            asked: Default::default(),
+        };
         let log_format = match src.string("LADLE_LOG_FORMAT", "pretty")?.as_str() {
             "pretty" => LogFormat::Pretty,
             "json" => LogFormat::Json,
@@ -274,6 +286,13 @@ impl Config {
             workers: src.parsed("LADLE_WORKERS", 0)?,
             upstream_ca_file: src.optional("LADLE_UPSTREAM_CA_FILE")?.map(PathBuf::from),
         };
+        if let Some(unknown) = src
+            .file
+            .keys()
+            .find(|key| !src.asked.borrow().contains(key))
+        {
+            return Err(ConfigError::UnknownKey(unknown.clone()));
+        }
         config.validate()?;
         Ok(config)
     }
@@ -398,6 +417,18 @@ mod tests {
             error_key(Config::load(Some("max_attempts = 0"), &env_of(&[]))),
             "LADLE_MAX_ATTEMPTS"
         );
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_stops_start_up_naming_it() {
+        match Config::load(Some("idle_timout_ms = 5000"), &env_of(&[])) {
+            Err(error @ ConfigError::UnknownKey(_)) => {
+                assert!(error.to_string().contains("idle_timout_ms"), "{error}");
+            }
+            other => panic!("expected an unknown key, got {other:?}"),
+        }
+        // A variable name is not a file key either.
+        assert!(Config::load(Some("LADLE_IDLE_TIMEOUT_MS = 5000"), &env_of(&[])).is_err());
     }
 
     #[test]

@@ -6,15 +6,39 @@
 //! the request middleware that knows the request id, writes the body and logs it. Messages
 //! never carry upstream bodies or secrets.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::ops::observe::ErrorCode;
 use crate::ops::request_id::RequestId;
 use crate::prompts::{PromptError, StoreError};
+
+/// The contract error code a response carries, set where errors are rendered and
+/// read by the request observer for its log line.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorCode(pub &'static str);
+
+/// The error a `200` stream ended with, known only when its `error` event is
+/// written: a relay puts one in the response's extensions and fills it in, and the
+/// request observer reads it when the body ends, so the request's log line says
+/// what happened instead of `ok`.
+#[derive(Debug, Clone, Default)]
+pub struct StreamError(Arc<OnceLock<&'static str>>);
+
+impl StreamError {
+    /// Records the code of the error event the stream ends with.
+    pub fn set(&self, code: &'static str) {
+        let _ = self.0.set(code);
+    }
+
+    /// The code, if the stream ended with an error event.
+    pub fn code(&self) -> Option<&'static str> {
+        self.0.get().copied()
+    }
+}
 
 /// Everything a client can be told went wrong.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -152,7 +152,9 @@ impl FailureKind {
             | FailureKind::Protocol(text)
             | FailureKind::InvalidOutput(text)
             | FailureKind::Status { message: text, .. } => text,
-            FailureKind::IdleTimeout | FailureKind::EndedEarly | FailureKind::Deadline => "",
+            FailureKind::IdleTimeout => "no SSE event within LADLE_IDLE_TIMEOUT_MS",
+            FailureKind::EndedEarly => "the stream ended without [DONE] or a finish_reason",
+            FailureKind::Deadline => "the request's deadline passed",
         }
     }
 }

@@ -95,7 +95,11 @@ enum Phase {
     Connecting,
     Refused(AttemptFailure),
     Streaming(Box<Attempt>),
-    Waiting(Instant),
+    /// Backing off: since when, and until when.
+    Waiting {
+        since: Instant,
+        until: Instant,
+    },
     Over,
 }
 
@@ -229,8 +233,10 @@ impl Completion {
                     }
                     self.phase = Phase::Starting;
                 }
-                Phase::Waiting(until) => {
-                    Box::pin(sleep_until(*until)).await;
+                Phase::Waiting { since, until } => {
+                    let (since, until) = (*since, *until);
+                    Box::pin(sleep_until(until)).await;
+                    self.waited += until - since;
                     self.phase = Phase::Starting;
                 }
                 Phase::Starting => return Some(self.start_attempt()),
@@ -377,8 +383,10 @@ impl Completion {
         };
         self.log_attempt(outcome, failure.kind.detail(), Some(wait));
         self.engine.metrics.retry(reason);
-        self.waited += wait;
-        self.phase = Phase::Waiting(now + wait);
+        self.phase = Phase::Waiting {
+            since: now,
+            until: now + wait,
+        };
         Progress::Retry {
             attempt: self.attempt,
             reason,
@@ -387,14 +395,28 @@ impl Completion {
         }
     }
 
+    /// Back-off time actually spent: whole waits, and the part of the current one
+    /// that has passed (a request cancelled mid-wait did not wait the rest).
+    fn time_waited(&self) -> Duration {
+        match self.phase {
+            Phase::Waiting { since, .. } => self.waited + since.elapsed(),
+            _ => self.waited,
+        }
+    }
+
     /// One line per attempt: what happened and what the loop does next
     /// (`decision` = `retry` after `wait_ms`, or `stop`).
     fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
         let decision = if retry_in.is_some() { "retry" } else { "stop" };
+        let upstream = self
+            .engine
+            .upstream_for(self.attempt)
+            .map(|u| u.name.as_str());
         tracing::info!(
             request_id = %self.job.request_id,
             route = self.job.route(),
             task = self.job.task.as_deref(),
+            upstream,
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
             outcome,
@@ -415,7 +437,7 @@ impl Completion {
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
             outcome,
-            wait_ms = self.waited.as_millis() as u64,
+            wait_ms = self.time_waited().as_millis() as u64,
             queue_ms = self.queued.as_millis() as u64,
             "completion ended"
         );

@@ -33,14 +33,11 @@ use tower::{Layer, Service};
 use super::metrics::Metrics;
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
+use crate::error::{ErrorCode, StreamError};
 
 /// When the request arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(pub Instant);
-
-/// The contract error code a response carries, set where errors are rendered.
-#[derive(Debug, Clone, Copy)]
-pub struct ErrorCode(pub &'static str);
 
 /// Observes every route it wraps (a router layer, so the matched route is known).
 #[derive(Clone)]
@@ -144,6 +141,7 @@ where
         let mut record = Record {
             status: response.status().as_u16(),
             error,
+            stream_error: response.extensions().get::<StreamError>().cloned(),
             head: seen.arrived.elapsed(),
             ended: false,
             seen,
@@ -197,6 +195,8 @@ struct Record {
     seen: Arrived,
     status: u16,
     error: Option<&'static str>,
+    /// Where a `200` stream's relay writes the error it ended with, if any.
+    stream_error: Option<StreamError>,
     head: Duration,
     ended: bool,
 }
@@ -207,8 +207,10 @@ impl Drop for Record {
         let elapsed = seen.arrived.elapsed();
         let route = seen.route.as_ref().map_or("unmatched", MatchedPath::as_str);
         seen.metrics.request(route, self.status, elapsed);
-        // An error's code; else whether the body was sent whole.
-        let outcome = match (self.error, self.ended) {
+        // An error's code, a stream's closing error event's; else whether the body
+        // was sent whole.
+        let late = self.stream_error.as_ref().and_then(StreamError::code);
+        let outcome = match (self.error.or(late), self.ended) {
             (Some(code), _) => code,
             (None, true) => "ok",
             (None, false) => "aborted",

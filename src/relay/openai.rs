@@ -17,7 +17,7 @@ use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
 use crate::completion::{Finished, Progress};
-use crate::error::ApiError;
+use crate::error::{ApiError, StreamError};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
@@ -76,14 +76,18 @@ pub async fn streaming(
             }
         }
     }
-    sse(Batched {
+    let failed = StreamError::default();
+    let mut response = sse(Batched {
         progress,
         out: held,
         request_id,
+        failed: failed.clone(),
         ended: false,
         commit: Commit::Unsent,
     }
-    .boxed())
+    .boxed());
+    response.extensions_mut().insert(failed);
+    response
 }
 
 /// The committed stream's bytes: every step that is already decoded when the
@@ -101,6 +105,8 @@ struct Batched<P> {
     /// Frames not yet handed out (first, the events held before the commit).
     out: BytesMut,
     request_id: String,
+    /// Told the code of an error event that ends the stream, for the request's log.
+    failed: StreamError,
     ended: bool,
     commit: Commit,
 }
@@ -139,7 +145,12 @@ impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
         let mut steps = 0;
         while !this.ended && steps < MAX_BATCH {
             match this.progress.poll_next_unpin(cx) {
-                Poll::Ready(Some(step)) => put_after_commit(&mut this.out, step, &this.request_id),
+                Poll::Ready(Some(step)) => {
+                    if let Progress::Failed(error) = &step {
+                        this.failed.set(error.code());
+                    }
+                    put_after_commit(&mut this.out, step, &this.request_id);
+                }
                 Poll::Ready(None) => this.ended = true,
                 Poll::Pending => break,
             }
@@ -266,6 +277,7 @@ mod tests {
             progress: Box::pin(waiting),
             out: held,
             request_id: "r".into(),
+            failed: StreamError::default(),
             ended: false,
             commit: Commit::Unsent,
         };

@@ -14,7 +14,7 @@ use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
 use crate::completion::{Finished, Progress};
-use crate::error::ApiError;
+use crate::error::{ApiError, StreamError};
 
 /// Who the answer is for: the names the result body carries.
 #[derive(Debug, Clone)]
@@ -50,13 +50,23 @@ pub fn streaming(
     progress: impl Stream<Item = Progress> + Send + 'static,
     call: TaskCall,
 ) -> Response {
-    let events = progress.flat_map(move |step| stream::iter(events_for(step, &call)));
+    let failed = StreamError::default();
+    let told = failed.clone();
+    let events = progress.flat_map(move |step| {
+        if let Progress::Failed(error) = &step {
+            told.set(error.code());
+        }
+        stream::iter(events_for(step, &call))
+    });
     let keep_alive = KeepAlive::new()
         .interval(Duration::from_secs(15))
         .text(" ping");
-    Sse::new(events.map(Ok::<_, Infallible>))
+    let mut response = Sse::new(events.map(Ok::<_, Infallible>))
         .keep_alive(keep_alive)
-        .into_response()
+        .into_response();
+    // The request's log line names the error event the stream may end with.
+    response.extensions_mut().insert(failed);
+    response
 }
 
 /// The events one step of progress becomes.
