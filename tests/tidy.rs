@@ -154,9 +154,15 @@ fn nothing_on_the_request_path_spawns_tasks() {
     // Serving itself may spawn (the prompt reloader, the demo upstream); handlers,
     // relays and the attempt loop must not, so no task outlives its request.
     // Any spawn counts: `tokio::spawn`, `task::spawn`, `spawn_local`,
-    // `spawn_blocking`, a `JoinSet`'s `spawn`.
+    // `spawn_blocking`, a `JoinSet`'s `spawn`. The one exception is the admin API's
+    // file I/O on the blocking pool: a save that has begun finishes even if its
+    // client leaves, so a prompt file is never left half-replaced.
     let request_path = ["routes/", "relay/", "completion/", "upstream/"];
     for (path, code) in code() {
+        if path == "routes/admin/mod.rs" {
+            assert_eq!(code.matches("spawn").count(), 1, "{path}: only its file I/O");
+            continue;
+        }
         if request_path.iter().any(|p| path.starts_with(p)) {
             assert!(!code.contains("spawn"), "{path} spawns a task");
         }
