@@ -160,7 +160,11 @@ fn nothing_on_the_request_path_spawns_tasks() {
     let request_path = ["routes/", "relay/", "completion/", "upstream/"];
     for (path, code) in code() {
         if path == "routes/admin/mod.rs" {
-            assert_eq!(code.matches("spawn").count(), 1, "{path}: only its file I/O");
+            assert_eq!(
+                code.matches("spawn").count(),
+                1,
+                "{path}: only its file I/O"
+            );
             continue;
         }
         if request_path.iter().any(|p| path.starts_with(p)) {

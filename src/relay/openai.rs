@@ -84,6 +84,7 @@ pub async fn streaming(
         failed: failed.clone(),
         ended: false,
         commit: Commit::Unsent,
+        gather: Gather::default(),
     }
     .boxed());
     response.extensions_mut().insert(failed);
@@ -109,6 +110,75 @@ struct Batched<P> {
     failed: StreamError,
     ended: bool,
     commit: Commit,
+    gather: Gather,
+}
+
+/// Whether to let other tasks run before a write, so that chunks the upstream
+/// connection has already read join it.
+///
+/// reqwest's connection runs as a task of its own and hands the body over one
+/// frame at a time: when several chunks arrived in one read, the relay sees one,
+/// then "not ready" until that task runs again, and would write each chunk alone.
+/// A pause (wake, then `Pending`, for up to `PAUSE_TURNS` turns of the scheduler:
+/// one turn is measured not to be enough for the connection's task to hand over its
+/// next frame) lets it run first; pauses go on while each brings a chunk. A first
+/// pause that brings nothing (the next chunk is not there yet, as at low load) turns
+/// pausing off for the next `SKIP_AFTER_IDLE` writes, so a quiet stream pays for
+/// one pause in that many.
+#[derive(Default)]
+struct Gather {
+    /// The pause in progress, if the last poll paused.
+    paused: Option<Pause>,
+    /// Writes left before pausing is tried again.
+    skip: u8,
+}
+
+#[derive(Clone, Copy)]
+struct Pause {
+    /// The first pause of this write (a later one continues a run of chunks).
+    first: bool,
+    /// Scheduler turns this pause has lasted.
+    turns: u8,
+}
+
+/// Turns a pause may last before the write goes out without more.
+const PAUSE_TURNS: u8 = 2;
+/// Writes without a pause after a first pause that brought nothing.
+const SKIP_AFTER_IDLE: u8 = 8;
+/// Pauses stop once a write holds this much.
+const GATHER_BYTES: usize = 16 << 10;
+
+impl Gather {
+    /// Whether to pause (again) before writing `out`, given what this poll read
+    /// (`steps`) and whether it ended on "not ready".
+    fn pause(&mut self, steps: usize, pending: bool, out: &BytesMut) -> bool {
+        let paused = self.paused.take();
+        if let Some(pause) = paused
+            && steps == 0
+        {
+            if pending && pause.turns < PAUSE_TURNS {
+                self.paused = Some(Pause {
+                    turns: pause.turns + 1,
+                    ..pause
+                });
+                return true;
+            }
+            if pause.first {
+                self.skip = SKIP_AFTER_IDLE;
+            }
+            return false;
+        }
+        if !pending || steps == 0 || out.len() >= GATHER_BYTES {
+            return false;
+        }
+        let first = paused.is_none();
+        if first && self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        self.paused = Some(Pause { first, turns: 1 });
+        true
+    }
 }
 
 /// How far the commit frame is on its way out.
@@ -143,6 +213,7 @@ impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
             Commit::Out => {}
         }
         let mut steps = 0;
+        let mut pending = false;
         while !this.ended && steps < MAX_BATCH {
             match this.progress.poll_next_unpin(cx) {
                 Poll::Ready(Some(step)) => {
@@ -152,11 +223,18 @@ impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
                     put_after_commit(&mut this.out, step, &this.request_id);
                 }
                 Poll::Ready(None) => this.ended = true,
-                Poll::Pending => break,
+                Poll::Pending => {
+                    pending = true;
+                    break;
+                }
             }
             steps += 1;
         }
         if !this.out.is_empty() {
+            if this.gather.pause(steps, pending, &this.out) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             return Poll::Ready(Some(this.out.split().freeze()));
         }
         if this.ended {
@@ -280,6 +358,7 @@ mod tests {
             failed: StreamError::default(),
             ended: false,
             commit: Commit::Unsent,
+            gather: Gather::default(),
         };
         let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
         let waker = waker(Arc::clone(&wakes));
@@ -303,5 +382,88 @@ mod tests {
         );
         assert_eq!(read.load(Ordering::SeqCst), 2);
         assert_eq!(poll(), Poll::Ready(None));
+    }
+
+    /// A progress source as reqwest's body is: each chunk is ready only after the
+    /// connection's task has run once (`None` = "not ready yet").
+    fn scripted(steps: Vec<Option<&'static str>>) -> impl Stream<Item = Progress> + Unpin {
+        let mut steps = std::collections::VecDeque::from(steps);
+        stream::poll_fn(move |cx| match steps.pop_front() {
+            Some(Some(raw)) => Poll::Ready(Some(chunk(raw))),
+            Some(None) => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            None => Poll::Pending,
+        })
+    }
+
+    fn committed(
+        progress: impl Stream<Item = Progress> + Unpin,
+    ) -> Batched<impl Stream<Item = Progress> + Unpin> {
+        Batched {
+            progress,
+            out: BytesMut::new(),
+            request_id: "r".into(),
+            failed: StreamError::default(),
+            ended: false,
+            commit: Commit::Out,
+            gather: Gather::default(),
+        }
+    }
+
+    #[test]
+    fn chunks_that_arrive_one_task_run_apart_go_out_in_one_write() {
+        let mut body = committed(scripted(vec![
+            Some("1"),
+            None,
+            Some("2"),
+            None,
+            Some("3"),
+            None,
+            None,
+        ]));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut poll = || Pin::new(&mut body).poll_next(&mut cx);
+        assert_eq!(poll(), Poll::Pending, "pauses after the first chunk");
+        assert_eq!(poll(), Poll::Pending, "the pause brought one: pause again");
+        assert_eq!(poll(), Poll::Pending, "and again");
+        assert_eq!(poll(), Poll::Pending, "a pause lasts up to two turns");
+        assert_eq!(
+            poll(),
+            Poll::Ready(Some(Bytes::from_static(
+                b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
+            )))
+        );
+    }
+
+    #[test]
+    fn a_pause_that_brings_nothing_turns_pausing_off_for_a_while() {
+        let mut script = vec![Some("1"), None, None, None];
+        for _ in 0..SKIP_AFTER_IDLE {
+            script.extend([None, Some("x"), None]);
+        }
+        script.extend([None, Some("y"), None]);
+        let mut body = committed(scripted(script));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut poll = || Pin::new(&mut body).poll_next(&mut cx);
+        assert_eq!(poll(), Poll::Pending, "the first chunk: a pause is tried");
+        assert_eq!(poll(), Poll::Pending, "its second turn");
+        assert_eq!(
+            poll(),
+            Poll::Ready(Some(Bytes::from_static(b"data: 1\n\n")))
+        );
+        for _ in 0..SKIP_AFTER_IDLE {
+            assert_eq!(poll(), Poll::Pending, "nothing ready");
+            assert_eq!(
+                poll(),
+                Poll::Ready(Some(Bytes::from_static(b"data: x\n\n"))),
+                "written at once, no pause"
+            );
+        }
+        assert_eq!(poll(), Poll::Pending, "nothing ready");
+        assert_eq!(poll(), Poll::Pending, "pausing is tried again");
     }
 }
