@@ -30,4 +30,5 @@ pub mod relay;
 pub mod retry;
 pub mod routes;
 pub mod server;
+pub mod state;
 pub mod upstream;

@@ -7,6 +7,7 @@
 //! comments produce no event, so they never reset it.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -42,6 +43,8 @@ pub struct Received {
 pub struct Attempt {
     body: BoxStream<'static, Result<Bytes, String>>,
     decoder: SseDecoder,
+    /// A whole (non-event-stream) body, as read so far.
+    whole: BytesMut,
     chunks: chunk::Reader,
     mode: Mode,
     idle: Duration,
@@ -67,7 +70,7 @@ enum Mode {
 impl Attempt {
     /// Sends the request and waits for a usable response.
     pub async fn open(
-        upstream: &Upstream,
+        upstream: Arc<Upstream>,
         body: Bytes,
         idle: Duration,
         deadline: Deadline,
@@ -94,6 +97,7 @@ impl Attempt {
         let mut attempt = Attempt {
             body: response.body,
             decoder: SseDecoder::new(MAX_SSE_SIZE),
+            whole: BytesMut::new(),
             chunks: chunk::Reader::default(),
             mode: Mode::Stream,
             idle,
@@ -105,7 +109,7 @@ impl Attempt {
             finished: false,
         };
         if !(200..300).contains(&response.status) {
-            let text = attempt.read_whole(MAX_ERROR_TEXT).await?;
+            let text = std::future::poll_fn(|cx| attempt.poll_whole(cx, MAX_ERROR_TEXT)).await?;
             let message = upstream.scrub(&error_text(&text));
             return Err(AttemptFailure {
                 kind: FailureKind::Status {
@@ -126,30 +130,28 @@ impl Attempt {
         self.output_began
     }
 
-    /// Whether the upstream answered with one whole document rather than events.
-    pub fn reads_whole(&self) -> bool {
-        self.mode == Mode::Whole
-    }
-
-    /// The next data chunk; `None` once the stream has properly ended.
-    pub async fn next(&mut self) -> Result<Option<Received>, AttemptFailure> {
-        if self.reads_whole() {
-            // Rare, and its future is large: boxed, so `next` stays small.
-            return Box::pin(self.whole_answer()).await;
+    /// The next data chunk; `None` once the stream has properly ended. The one
+    /// way an attempt is read, whatever the body's kind.
+    pub fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Received>, AttemptFailure>> {
+        match self.mode {
+            Mode::Over => Poll::Ready(Ok(None)),
+            Mode::Stream => self.poll_next_event_chunk(cx),
+            Mode::Whole => {
+                let body = ready!(self.poll_whole(cx, MAX_WHOLE_BODY))?;
+                Poll::Ready(self.whole_answer(body, cx))
+            }
         }
-        std::future::poll_fn(|cx| self.poll_next_event_chunk(cx)).await
     }
 
-    /// `next` for an event stream, as a poll: the per-chunk path, with no future
-    /// to build or move.
-    pub fn poll_next_event_chunk(
+    /// The next chunk of an event stream: the per-chunk path.
+    fn poll_next_event_chunk(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Received>, AttemptFailure>> {
         loop {
-            if self.mode == Mode::Over {
-                return Poll::Ready(Ok(None));
-            }
             let Some(raw) = ready!(self.poll_next_event(cx))? else {
                 return Poll::Ready(if self.finished {
                     Ok(None)
@@ -211,15 +213,22 @@ impl Attempt {
     }
 
     /// An upstream that answered with one JSON document (it ignored `stream`, or
-    /// declared no event stream): read it whole, then hand it back as one chunk.
-    /// If the bytes turn out to be SSE after all, they are read as SSE.
-    async fn whole_answer(&mut self) -> Result<Option<Received>, AttemptFailure> {
-        let body = self.read_whole(MAX_WHOLE_BODY).await?;
+    /// declared no event stream), read whole: handed back as one chunk. If the
+    /// bytes turn out to be SSE after all, they are read as SSE.
+    fn whole_answer(
+        &mut self,
+        body: Bytes,
+        cx: &mut Context<'_>,
+    ) -> Result<Option<Received>, AttemptFailure> {
         let parsed = chunk::parse(&body, true);
         if parsed.is_err() && looks_like_sse(&body) {
             self.decoder.push(&body);
             self.mode = Mode::Stream;
-            return Box::pin(self.next()).await;
+            // The body is over: the events are all in the decoder already.
+            return match self.poll_next_event_chunk(cx) {
+                Poll::Ready(read) => read,
+                Poll::Pending => Err(AttemptFailure::new(FailureKind::EndedEarly)),
+            };
         }
         self.mode = Mode::Over;
         match parsed {
@@ -238,23 +247,27 @@ impl Attempt {
         }
     }
 
-    /// Reads the rest of the body, keeping at most `limit` bytes.
-    async fn read_whole(&mut self, limit: usize) -> Result<Bytes, AttemptFailure> {
-        let mut whole = BytesMut::new();
-        while let Some(bytes) = std::future::poll_fn(|cx| self.poll_read(cx)).await? {
-            if whole.len() + bytes.len() > limit {
+    /// Reads the rest of the body into `whole`, keeping at most `limit` bytes; an
+    /// error body (`MAX_ERROR_TEXT`) is cut there, any other is refused past it.
+    fn poll_whole(
+        &mut self,
+        cx: &mut Context<'_>,
+        limit: usize,
+    ) -> Poll<Result<Bytes, AttemptFailure>> {
+        while let Some(bytes) = ready!(self.poll_read(cx))? {
+            if self.whole.len() + bytes.len() > limit {
                 if limit == MAX_ERROR_TEXT {
                     break;
                 }
-                return Err(AttemptFailure::new(FailureKind::Protocol(format!(
+                return Poll::Ready(Err(AttemptFailure::new(FailureKind::Protocol(format!(
                     "body over {limit} bytes"
-                ))));
+                )))));
             }
-            whole.extend_from_slice(&bytes);
+            self.whole.extend_from_slice(&bytes);
             // Bytes of a whole body count as activity; there are no events to wait for.
             self.idle_until = Instant::now() + self.idle;
         }
-        Ok(whole.freeze())
+        Poll::Ready(Ok(self.whole.split().freeze()))
     }
 
     /// The next piece of the body, bounded by the idle timer and the deadline.

@@ -1,17 +1,22 @@
 //! The attempt loop: one request's attempts, waits and reads under one deadline.
 //!
 //! A [`Completion`] is a stream of [`Progress`] that the relays turn into the
-//! client's format. It is driven by the response body itself: nothing is spawned, so
-//! when the client goes away the body is dropped, the completion with it, and the
-//! upstream request with that. This is the only module that sleeps; the retry
-//! decision itself is the pure `retry::RetryPolicy::decide`.
+//! client's format, and it is one state machine driven one way: `poll_next` moves
+//! it from phase to phase (queue slot → attempt → retry? → …) and polls each phase
+//! in place. Nothing is spawned, so when the client goes away the body is dropped,
+//! the completion with it, and the upstream request with that. This is the only
+//! module that sleeps; the retry decision itself is the pure
+//! `retry::RetryPolicy::decide`.
 
+pub mod answer;
 pub mod attempt;
 pub mod failure;
+mod log;
 mod progress;
 
 pub use progress::{Finished, Progress};
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -20,10 +25,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
-use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
+use self::answer::Answer;
 use self::attempt::{Attempt, Received};
 use self::failure::{AttemptFailure, FailureKind};
 use crate::error::ApiError;
@@ -31,7 +36,6 @@ use crate::normalize::{self, OutputKind};
 use crate::ops::metrics::{InflightGuard, Metrics};
 use crate::retry::{BusyKeywords, Deadline, Decision, Failed, FailureClass, RetryPolicy};
 use crate::upstream::Upstream;
-use crate::upstream::chunk::{Chunk, Meta};
 
 /// What every completion shares: upstreams, the in-flight limit, metrics.
 pub struct Engine {
@@ -89,19 +93,26 @@ impl Job {
     }
 }
 
+/// Where the loop is. Each phase holds what it waits on, and `poll_next` polls it
+/// in place: the per-chunk step (`Streaming`) builds and moves no future.
 enum Phase {
-    Queued,
+    /// Waiting for an in-flight slot; the wait (and when it began) is made only if
+    /// none is free.
+    Queued(Option<(Instant, QueueWait)>),
+    /// The next attempt is due.
     Starting,
-    Connecting,
-    Refused(AttemptFailure),
+    /// Sending the request, until the response head is in (or the attempt failed).
+    Connecting(BoxFuture<'static, Result<Attempt, AttemptFailure>>),
+    /// Reading the attempt's answer.
     Streaming(Box<Attempt>),
-    /// Backing off: since when, and until when.
-    Waiting {
-        since: Instant,
-        until: Instant,
-    },
+    /// Backing off: since when, and until when (the timer is `Completion::sleep`).
+    Waiting { since: Instant, until: Instant },
+    /// Finished or failed; nothing more comes.
     Over,
 }
+
+/// The wait for an in-flight slot.
+type QueueWait = BoxFuture<'static, Result<OwnedSemaphorePermit, ApiError>>;
 
 /// The state of one request's attempt loop.
 pub struct Completion {
@@ -112,46 +123,15 @@ pub struct Completion {
     permit: Option<OwnedSemaphorePermit>,
     answer: Answer,
     first_output_seen: bool,
+    /// The back-off timer, made at the first back-off and reset for later ones.
+    sleep: Option<Pin<Box<Sleep>>>,
     /// Time spent waiting for an in-flight slot.
     queued: Duration,
-    /// Time spent in back-offs between attempts.
+    /// Time spent in whole back-offs between attempts.
     waited: Duration,
     /// Counts the request in `ladle_inflight_requests` for as long as it lives,
     /// which for a stream is as long as the response body.
     _inflight: InflightGuard,
-}
-
-/// What the current attempt has written; reset with each attempt.
-#[derive(Default)]
-struct Answer {
-    content: String,
-    reasoning: String,
-    finish_reason: Option<String>,
-    usage: Option<Value>,
-    meta: Meta,
-}
-
-impl Answer {
-    /// Adds what one chunk wrote.
-    fn absorb(&mut self, chunk: &Chunk) {
-        if let Some(content) = &chunk.content {
-            self.content.push_str(content);
-        }
-        if let Some(reasoning) = &chunk.reasoning {
-            self.reasoning.push_str(reasoning);
-        }
-        if let Some(reason) = &chunk.finish_reason {
-            self.finish_reason = Some(reason.clone());
-        }
-        if let Some(usage) = &chunk.usage {
-            self.usage = Some(Value::clone(usage));
-        }
-        if let Some(meta) = &chunk.meta
-            && self.meta.id.is_none()
-        {
-            self.meta = Meta::clone(meta);
-        }
-    }
 }
 
 impl Completion {
@@ -159,11 +139,12 @@ impl Completion {
     pub fn new(engine: Arc<Engine>, job: Job) -> Self {
         Completion {
             job,
-            phase: Phase::Queued,
+            phase: Phase::Queued(None),
             attempt: 0,
             permit: None,
             answer: Answer::default(),
             first_output_seen: false,
+            sleep: None,
             queued: Duration::ZERO,
             waited: Duration::ZERO,
             _inflight: engine.metrics.inflight(),
@@ -172,130 +153,42 @@ impl Completion {
     }
 
     /// The completion as a stream of progress, ending after `Finished` or `Failed`.
-    pub fn into_stream(self) -> impl Stream<Item = Progress> + Send {
-        ProgressStream {
-            idle: Some(Box::new(self)),
-            busy: None,
-        }
+    pub fn into_stream(self) -> impl Stream<Item = Progress> + Send + Unpin {
+        self
     }
 
-    /// Drives the loop to the next piece of progress; logs the request's summary
-    /// line when it finishes or fails.
-    pub async fn next(&mut self) -> Option<Progress> {
-        let progress = self.advance().await?;
-        Some(self.logged(progress))
-    }
-
-    /// The steps that need no waiting, taken in place: a free in-flight slot, the
-    /// start of an attempt, and the next chunk of an event stream (the per-chunk
-    /// path). `None` for every other step, which `next` runs as a future.
-    fn poll_in_place(&mut self, cx: &mut Context<'_>) -> Option<Poll<Progress>> {
-        loop {
-            match &mut self.phase {
-                Phase::Queued => {
-                    let permit = self.engine.inflight.clone().try_acquire_owned().ok()?;
-                    self.permit = Some(permit);
-                    self.phase = Phase::Starting;
-                }
-                Phase::Starting => return Some(Poll::Ready(self.start_attempt())),
-                Phase::Streaming(attempt) if !attempt.reads_whole() => {
-                    let Poll::Ready(read) = attempt.poll_next_event_chunk(cx) else {
-                        return Some(Poll::Pending);
-                    };
-                    let progress = self.on_read(read);
-                    return Some(Poll::Ready(self.logged(progress)));
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// Logs the request's summary line once it finishes or fails.
-    fn logged(&self, progress: Progress) -> Progress {
-        match &progress {
-            Progress::Finished(_) => self.log_request("ok"),
-            Progress::Failed(error) => self.log_request(error.code()),
-            _ => {}
-        }
-        progress
-    }
-
-    async fn advance(&mut self) -> Option<Progress> {
-        loop {
-            match &mut self.phase {
-                Phase::Over => return None,
-                // The rare steps are boxed: this future is moved on every chunk,
-                // so its size is that of the common step, reading the stream.
-                Phase::Queued => {
-                    if let Err(error) = Box::pin(self.enter_queue()).await {
-                        self.phase = Phase::Over;
-                        return Some(Progress::Failed(error));
-                    }
-                    self.phase = Phase::Starting;
-                }
-                Phase::Waiting { since, until } => {
-                    let (since, until) = (*since, *until);
-                    Box::pin(sleep_until(until)).await;
-                    self.waited += until - since;
-                    self.phase = Phase::Starting;
-                }
-                Phase::Starting => return Some(self.start_attempt()),
-                Phase::Connecting => Box::pin(self.connect()).await,
-                Phase::Refused(failure) => {
-                    let failure = failure.clone();
-                    return Some(self.on_failure(failure));
-                }
-                Phase::Streaming(attempt) => {
-                    let read = attempt.next().await;
-                    return Some(self.on_read(read));
-                }
-            }
-        }
-    }
-
-    async fn enter_queue(&mut self) -> Result<(), ApiError> {
-        let entered = Instant::now();
-        let limit = (entered + self.engine.queue_timeout).min(self.job.deadline.at);
+    /// The wait for an in-flight slot, bounded by the queue timeout and the deadline.
+    fn queue_wait(&self) -> QueueWait {
+        let limit = (Instant::now() + self.engine.queue_timeout).min(self.job.deadline.at);
         let acquire = self.engine.inflight.clone().acquire_owned();
-        let acquired = timeout_at(limit, acquire).await;
-        self.queued = entered.elapsed();
-        match acquired {
-            Ok(Ok(permit)) => {
-                self.permit = Some(permit);
-                Ok(())
+        let (deadline, retry_after) = (self.job.deadline.at, self.engine.queue_timeout);
+        Box::pin(async move {
+            match timeout_at(limit, acquire).await {
+                Ok(Ok(permit)) => Ok(permit),
+                _ if limit == deadline => Err(ApiError::DeadlineExceeded),
+                _ => Err(ApiError::Overloaded { retry_after }),
             }
-            _ if limit == self.job.deadline.at => Err(ApiError::DeadlineExceeded),
-            _ => Err(ApiError::Overloaded {
-                retry_after: self.engine.queue_timeout,
-            }),
-        }
+        })
     }
 
     fn start_attempt(&mut self) -> Progress {
         self.attempt += 1;
         self.answer = Answer::default();
-        self.phase = Phase::Connecting;
+        let open: BoxFuture<'static, _> = match self.engine.upstream_for(self.attempt) {
+            None => {
+                let failure = FailureKind::Protocol("no upstream is configured".into());
+                Box::pin(std::future::ready(Err(AttemptFailure::new(failure))))
+            }
+            Some(upstream) => Box::pin(Attempt::open(
+                upstream.clone(),
+                self.job.body.clone(),
+                self.engine.idle_timeout,
+                self.job.deadline,
+                self.job.wants_meta,
+            )),
+        };
+        self.phase = Phase::Connecting(open);
         Progress::Attempt(self.attempt)
-    }
-
-    async fn connect(&mut self) {
-        let Some(upstream) = self.engine.upstream_for(self.attempt).cloned() else {
-            let failure = FailureKind::Protocol("no upstream is configured".into());
-            self.phase = Phase::Refused(AttemptFailure::new(failure));
-            return;
-        };
-        let opened = Attempt::open(
-            &upstream,
-            self.job.body.clone(),
-            self.engine.idle_timeout,
-            self.job.deadline,
-            self.job.wants_meta,
-        )
-        .await;
-        self.phase = match opened {
-            Ok(attempt) => Phase::Streaming(Box::new(attempt)),
-            Err(failure) => Phase::Refused(failure),
-        };
     }
 
     fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Progress {
@@ -395,99 +288,83 @@ impl Completion {
         }
     }
 
-    /// Back-off time actually spent: whole waits, and the part of the current one
-    /// that has passed (a request cancelled mid-wait did not wait the rest).
-    fn time_waited(&self) -> Duration {
-        match self.phase {
-            Phase::Waiting { since, .. } => self.waited + since.elapsed(),
-            _ => self.waited,
-        }
-    }
-
-    /// One line per attempt: what happened and what the loop does next
-    /// (`decision` = `retry` after `wait_ms`, or `stop`).
-    fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
-        let decision = if retry_in.is_some() { "retry" } else { "stop" };
-        let upstream = self
-            .engine
-            .upstream_for(self.attempt)
-            .map(|u| u.name.as_str());
-        tracing::info!(
-            request_id = %self.job.request_id,
-            route = self.job.route(),
-            task = self.job.task.as_deref(),
-            upstream,
-            attempt = self.attempt,
-            elapsed_ms = self.elapsed_ms(),
-            outcome,
-            decision,
-            wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
-            detail,
-            "attempt ended"
-        );
-    }
-
-    /// One line per request: `outcome` is `ok`, the error code, or `cancelled`;
-    /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
-    fn log_request(&self, outcome: &str) {
-        tracing::info!(
-            request_id = %self.job.request_id,
-            route = self.job.route(),
-            task = self.job.task.as_deref(),
-            attempt = self.attempt,
-            elapsed_ms = self.elapsed_ms(),
-            outcome,
-            wait_ms = self.time_waited().as_millis() as u64,
-            queue_ms = self.queued.as_millis() as u64,
-            "completion ended"
-        );
-    }
-
-    fn elapsed_ms(&self) -> u64 {
-        (Instant::now() - self.job.deadline.started).as_millis() as u64
+    /// The request failed before any attempt (no in-flight slot in time).
+    fn on_refused(&mut self, error: ApiError) -> Progress {
+        self.phase = Phase::Over;
+        Progress::Failed(error)
     }
 }
 
-/// A completion as a stream. The steps that need no waiting (above all reading an
-/// event stream) are polled in place; every other step runs `Completion::next` as
-/// a future that owns the boxed completion until it resolves, so no future is
-/// built or moved per chunk.
-struct ProgressStream {
-    /// The completion, while no step is in flight.
-    idle: Option<Box<Completion>>,
-    /// A step in flight, holding the completion.
-    busy: Option<BoxFuture<'static, (Box<Completion>, Option<Progress>)>>,
-}
-
-impl Stream for ProgressStream {
+impl Stream for Completion {
     type Item = Progress;
 
+    /// The one place the loop moves: each phase is polled where it lies, and every
+    /// step that produces progress returns it (logging the request's summary when
+    /// it is the last).
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Progress>> {
         let this = &mut *self;
-        if let Some(completion) = this.idle.as_mut()
-            && let Some(polled) = completion.poll_in_place(cx)
-        {
-            return polled.map(Some);
-        }
-        if let Some(mut completion) = this.idle.take() {
-            this.busy = Some(Box::pin(async move {
-                let progress = completion.next().await;
-                (completion, progress)
-            }));
-        }
-        let Some(busy) = this.busy.as_mut() else {
-            return Poll::Ready(None);
+        let progress = loop {
+            match &mut this.phase {
+                Phase::Over => return Poll::Ready(None),
+                Phase::Queued(wait) => {
+                    let permit = match wait {
+                        None => match this.engine.inflight.clone().try_acquire_owned() {
+                            Ok(permit) => Ok(permit),
+                            Err(_) => {
+                                let waiting = (Instant::now(), this.queue_wait());
+                                this.phase = Phase::Queued(Some(waiting));
+                                continue;
+                            }
+                        },
+                        Some((entered, wait)) => {
+                            let acquired = ready!(wait.as_mut().poll(cx));
+                            this.queued = entered.elapsed();
+                            acquired
+                        }
+                    };
+                    match permit {
+                        Ok(permit) => {
+                            this.permit = Some(permit);
+                            this.phase = Phase::Starting;
+                        }
+                        Err(error) => break this.on_refused(error),
+                    }
+                }
+                Phase::Starting => break this.start_attempt(),
+                Phase::Connecting(open) => match ready!(open.as_mut().poll(cx)) {
+                    Ok(attempt) => this.phase = Phase::Streaming(Box::new(attempt)),
+                    Err(failure) => break this.on_failure(failure),
+                },
+                Phase::Streaming(attempt) => {
+                    let read = ready!(attempt.poll_next(cx));
+                    break this.on_read(read);
+                }
+                Phase::Waiting { since, until } => {
+                    let (since, until) = (*since, *until);
+                    let sleep = this
+                        .sleep
+                        .get_or_insert_with(|| Box::pin(sleep_until(until)));
+                    if sleep.deadline() != until {
+                        sleep.as_mut().reset(until);
+                    }
+                    ready!(sleep.as_mut().poll(cx));
+                    this.waited += until - since;
+                    this.phase = Phase::Starting;
+                }
+            }
         };
-        let (completion, progress) = ready!(busy.as_mut().poll(cx));
-        this.busy = None;
-        this.idle = Some(completion);
-        Poll::Ready(progress)
+        match &progress {
+            Progress::Finished(_) => this.log_request("ok"),
+            Progress::Failed(error) => this.log_request(error.code()),
+            _ => {}
+        }
+        Poll::Ready(Some(progress))
     }
 }
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        if matches!(self.phase, Phase::Connecting | Phase::Streaming(_)) {
+        if matches!(self.phase, Phase::Connecting(_) | Phase::Streaming(_)) {
             self.engine.metrics.attempt("cancelled");
             self.log_attempt("cancelled", "the client went away", None);
         }

@@ -15,11 +15,11 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::RawBody;
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::observe::Arrival;
 use crate::ops::request_id::RequestId;
 use crate::relay::openai;
+use crate::state::AppState;
 
 /// Forwards a chat request upstream with `stream: true` and answers in the
 /// caller's choice of format.

@@ -6,7 +6,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// `200 ok` while the process serves.
 pub async fn healthz() -> &'static str {

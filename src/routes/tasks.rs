@@ -6,12 +6,12 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::JsonBody;
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ops::observe::Arrival;
 use crate::ops::request_id::RequestId;
 use crate::prompts::render;
 use crate::relay::task_events::{self, TaskCall};
+use crate::state::AppState;
 
 /// `?stream=true` asks for SSE, like `Accept: text/event-stream`.
 #[derive(Debug, serde::Deserialize)]

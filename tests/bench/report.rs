@@ -1,5 +1,5 @@
 //! The report: one table with each figure's ratio to nginx's, the micro-benchmark
-//! and memory figures, and a verdict per target of issue 6.
+//! and memory figures, and a verdict per target.
 
 use std::fmt::Write;
 
@@ -134,21 +134,22 @@ fn ratio(block: &Block, pick: impl Fn(&Row) -> Option<f64>) -> f64 {
     }
 }
 
-/// One line per target of issue 6.
+/// One line per target of the upstream-client issue (reqwest: issue 12); the
+/// recipe target is issue 6's.
 fn targets(blocks: &[Block], micro: &Micro, memory: &Memory) -> String {
-    let mut out = String::from("Targets (issue 6):\n\n");
+    let mut out = String::from("Targets:\n\n");
     let find = |ttft_only: bool, c: usize| {
         blocks
             .iter()
             .find(|b| b.ttft_only == ttft_only && b.concurrency == c)
     };
-    for c in [1, 50] {
+    for (c, limit) in [(1, 2.0), (50, 1.5)] {
         if let Some(block) = find(true, c) {
             let r = ratio(block, |row| row.added.map(|a| a[0]));
             let _ = writeln!(
                 out,
-                "- Added TTFT p50 at c={c} ≤ 1.5× nginx: {} ({r:.2}×).",
-                verdict(r <= 1.5)
+                "- Added TTFT p50 at c={c} ≤ {limit}× nginx: {} ({r:.2}×).",
+                verdict(r <= limit)
             );
         }
     }
@@ -177,8 +178,8 @@ fn targets(blocks: &[Block], micro: &Micro, memory: &Memory) -> String {
     let listed: Vec<String> = cpu.iter().map(|(c, r)| format!("c={c}: {r:.2}×")).collect();
     let _ = writeln!(
         out,
-        "- CPU per 20-chunk stream ≤ 1.5× nginx: {} ({}).",
-        verdict(worst <= 1.5),
+        "- CPU per 20-chunk stream ≤ 2× nginx: {} ({}).",
+        verdict(worst <= 2.0),
         listed.join(", ")
     );
     let _ = writeln!(

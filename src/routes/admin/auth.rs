@@ -10,9 +10,9 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::prompts::valid_name;
+use crate::state::AppState;
 
 /// Proof that the request carried `Authorization: Bearer $LADLE_ADMIN_TOKEN`.
 ///

@@ -21,13 +21,13 @@ use serde_json::{Map, Value, json};
 
 use self::auth::{Admin, PromptName};
 use super::{JsonBody, read_body};
-use crate::app::AppState;
 use crate::error::ApiError;
 use crate::normalize::OutputKind;
 use crate::ops::request_id::RequestId;
 use crate::prompts::render::{self, Rendered};
 use crate::prompts::store::Version;
 use crate::prompts::{Prompt, PromptStore, StoreError};
+use crate::state::AppState;
 
 /// The editor page, embedded in the binary.
 const PAGE: &str = include_str!("../admin_page.html");

@@ -1,0 +1,61 @@
+//! The attempt loop's log lines: one per attempt, one per request.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Completion, Phase};
+
+impl Completion {
+    /// Back-off time actually spent: whole waits, and the part of the current one
+    /// that has passed (a request cancelled mid-wait did not wait the rest).
+    pub(super) fn time_waited(&self) -> Duration {
+        match self.phase {
+            Phase::Waiting { since, .. } => self.waited + since.elapsed(),
+            _ => self.waited,
+        }
+    }
+
+    /// One line per attempt: what happened and what the loop does next
+    /// (`decision` = `retry` after `wait_ms`, or `stop`).
+    pub(super) fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
+        let decision = if retry_in.is_some() { "retry" } else { "stop" };
+        let upstream = self
+            .engine
+            .upstream_for(self.attempt)
+            .map(|u| u.name.as_str());
+        tracing::info!(
+            request_id = %self.job.request_id,
+            route = self.job.route(),
+            task = self.job.task.as_deref(),
+            upstream,
+            attempt = self.attempt,
+            elapsed_ms = self.elapsed_ms(),
+            outcome,
+            decision,
+            wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
+            detail,
+            "attempt ended"
+        );
+    }
+
+    /// One line per request: `outcome` is `ok`, the error code, or `cancelled`;
+    /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
+    pub(super) fn log_request(&self, outcome: &str) {
+        tracing::info!(
+            request_id = %self.job.request_id,
+            route = self.job.route(),
+            task = self.job.task.as_deref(),
+            attempt = self.attempt,
+            elapsed_ms = self.elapsed_ms(),
+            outcome,
+            wait_ms = self.time_waited().as_millis() as u64,
+            queue_ms = self.queued.as_millis() as u64,
+            "completion ended"
+        );
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        (Instant::now() - self.job.deadline.started).as_millis() as u64
+    }
+}

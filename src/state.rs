@@ -1,0 +1,104 @@
+//! The shared state every handler may use, and how a request becomes a job for
+//! the attempt loop.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::completion::{Completion, Engine, Job, Progress};
+use crate::config::Config;
+use crate::ops::metrics::Metrics;
+use crate::ops::request_id::RequestId;
+use crate::prompts::{FileStore, Prompt, PromptStore};
+use crate::retry::{Deadline, RetryPolicy};
+use crate::upstream::{ClientOptions, Upstream};
+
+/// Everything a handler may use.
+#[derive(Clone)]
+pub struct AppState {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// Upstreams, limits and metrics shared by all completions.
+    pub engine: Arc<Engine>,
+    /// The live prompts.
+    pub prompts: Arc<dyn PromptStore>,
+    /// The app's metrics.
+    pub metrics: Metrics,
+}
+
+impl axum::extract::FromRef<AppState> for Metrics {
+    fn from_ref(app: &AppState) -> Metrics {
+        app.metrics.clone()
+    }
+}
+
+impl AppState {
+    /// State for a config, with the upstream from `LADLE_UPSTREAM_URL` (or the one
+    /// given) and prompts from `LADLE_PROMPTS_DIR`.
+    pub fn new(config: Config, upstream_url: &str) -> Result<Self, String> {
+        let upstream = Upstream::new(
+            "default",
+            upstream_url,
+            config.upstream_api_key.clone(),
+            &ClientOptions::from_config(&config),
+        )?;
+        let metrics = Metrics::new();
+        let engine = Engine {
+            upstreams: vec![Arc::new(upstream)],
+            idle_timeout: config.idle_timeout,
+            busy_keywords: config.busy_keywords.clone(),
+            inflight: Arc::new(Semaphore::new(config.max_inflight)),
+            queue_timeout: config.queue_timeout,
+            metrics: metrics.clone(),
+        };
+        let prompts: Arc<dyn PromptStore> = Arc::new(FileStore::open(&config.prompts_dir));
+        Ok(AppState {
+            config: Arc::new(config),
+            engine: Arc::new(engine),
+            prompts,
+            metrics,
+        })
+    }
+
+    /// A job for the attempt loop: the chat route's settings, or a task's own
+    /// deadline, reserve and output kind. The deadline runs from the request's arrival.
+    pub fn job(
+        &self,
+        arrived: Instant,
+        request_id: &RequestId,
+        body: Bytes,
+        model: &str,
+        task: Option<&Prompt>,
+    ) -> Job {
+        let config = &self.config;
+        let policy = RetryPolicy {
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+            early_retry_window: config.early_retry_window,
+            min_remaining: task
+                .and_then(|t| t.min_remaining)
+                .unwrap_or(config.min_remaining),
+            retry_after_output: true,
+        };
+        let budget = task.and_then(|t| t.deadline).unwrap_or(config.deadline);
+        Job {
+            body,
+            policy,
+            deadline: Deadline::after(arrived, budget),
+            output: task.map(|t| t.output),
+            request_id: request_id.to_string(),
+            task: task.map(|t| t.name.clone()),
+            wants_meta: true,
+            model: model.to_owned(),
+        }
+    }
+
+    /// Starts a completion; it runs as its stream is polled.
+    pub fn complete(&self, job: Job) -> impl Stream<Item = Progress> + Send + 'static {
+        Completion::new(self.engine.clone(), job).into_stream()
+    }
+}
