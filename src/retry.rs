@@ -319,6 +319,13 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+            )),
+            ..proptest::test_runner::Config::with_cases(256)
+        })]
+
         #[test]
         fn backoff_never_decreases_and_never_exceeds_the_cap(
             base_ms in 1u64..5_000, cap_ms in 1u64..60_000, attempt in 1u32..100,

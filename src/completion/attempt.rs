@@ -45,7 +45,6 @@ pub struct Attempt {
     decoder: SseDecoder,
     /// A whole (non-event-stream) body, as read so far.
     whole: BytesMut,
-    chunks: chunk::Reader,
     mode: Mode,
     idle: Duration,
     idle_until: Instant,
@@ -98,7 +97,6 @@ impl Attempt {
             body: response.body,
             decoder: SseDecoder::new(MAX_SSE_SIZE),
             whole: BytesMut::new(),
-            chunks: chunk::Reader::default(),
             mode: Mode::Stream,
             idle,
             idle_until,
@@ -164,10 +162,7 @@ impl Attempt {
                 continue;
             }
             return Poll::Ready(
-                match self
-                    .chunks
-                    .parse(&raw, self.wants_meta && !self.output_began)
-                {
+                match chunk::parse(&raw, self.wants_meta && !self.output_began) {
                     Ok(Parsed::Done) => {
                         self.mode = Mode::Over;
                         Ok(None)

@@ -11,8 +11,6 @@ use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::scan::Shape;
-
 /// What one SSE `data` payload says.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parsed {
@@ -78,66 +76,33 @@ struct Wire<'a> {
 
 #[derive(Deserialize)]
 struct WireChoice<'a> {
-    #[serde(default, alias = "message")]
-    delta: Option<WireDelta>,
+    #[serde(default, borrow, alias = "message")]
+    delta: Option<WireDelta<'a>>,
     #[serde(default, borrow)]
     finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
-struct WireDelta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
+struct WireDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
 }
 
 /// Parses one SSE `data` payload (a stream chunk) or a whole non-streaming
-/// `chat.completion` body: its `message` reads like a `delta`.
+/// `chat.completion` body: its `message` reads like a `delta`. serde_json reads
+/// borrowed fields, so only the texts kept are copied (see the README's
+/// Performance: a hand-written scanner for common chunks measured no faster).
 pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
-    parse_remembering(data, want_meta, None)
-}
-
-/// Parses the chunks of one stream in order, remembering the last one's shape:
-/// most chunks then cost a comparison of bytes and the reading of one string
-/// (see `scan::Shape`). Answers exactly as `parse` does.
-#[derive(Default)]
-pub struct Reader {
-    shape: Option<Shape>,
-}
-
-impl Reader {
-    /// `parse`, for the next chunk of this stream.
-    pub fn parse(&mut self, data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
-        parse_remembering(data, want_meta, Some(&mut self.shape))
-    }
-}
-
-fn parse_remembering(
-    data: &[u8],
-    want_meta: bool,
-    shape: Option<&mut Option<Shape>>,
-) -> Result<Parsed, MalformedChunk> {
     if data.trim_ascii() == b"[DONE]" {
         return Ok(Parsed::Done);
     }
-    let scanned = match shape {
-        Some(shape) => super::scan::scan_like(data, want_meta, shape),
-        None => super::scan::scan(data, want_meta),
-    };
-    if let Some(chunk) = scanned {
-        return Ok(Parsed::Chunk(chunk));
-    }
     // One UTF-8 check of the whole payload; `from_str` then skips the check that
-    // `from_slice` repeats for every key and string (a fifth of the parse).
+    // `from_slice` repeats for every key and string.
     let text = std::str::from_utf8(data).map_err(|e| MalformedChunk(e.to_string()))?;
-    parse_with_serde(text, want_meta)
-}
-
-/// The definition of a chunk's meaning; `scan` is its fast path.
-pub(super) fn parse_with_serde(text: &str, want_meta: bool) -> Result<Parsed, MalformedChunk> {
     let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| MalformedChunk(e.to_string()))?;
     if let Some(error) = wire.error.filter(|e| !e.is_null()) {
         return Ok(Parsed::Error(error_message(&error)));
@@ -155,11 +120,9 @@ pub(super) fn parse_with_serde(text: &str, want_meta: bool) -> Result<Parsed, Ma
     if let Some(choice) = wire.choices {
         chunk.finish_reason = choice.finish_reason.map(Cow::into_owned);
         if let Some(delta) = choice.delta {
-            chunk.content = delta.content.filter(|s| !s.is_empty());
-            chunk.reasoning = delta
-                .reasoning_content
-                .filter(|s| !s.is_empty())
-                .or(delta.reasoning.filter(|s| !s.is_empty()));
+            let text = |s: Option<Cow<'_, str>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);
+            chunk.content = text(delta.content);
+            chunk.reasoning = text(delta.reasoning_content).or(text(delta.reasoning));
         }
     }
     Ok(Parsed::Chunk(chunk))

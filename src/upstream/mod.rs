@@ -9,7 +9,6 @@
 
 pub mod chunk;
 mod client;
-mod scan;
 pub mod sse;
 
 use std::sync::Arc;

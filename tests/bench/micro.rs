@@ -77,7 +77,6 @@ fn parse_all(input: &[u8], read: usize) -> usize {
     let mut decoder = SseDecoder::new(1 << 20);
     let mut events = 0;
     let mut output_began = false;
-    let mut chunks = chunk::Reader::default();
     for piece in input.chunks(read) {
         decoder.push(piece);
         while let Ok(Some(event)) = decoder.next_event() {
@@ -85,12 +84,9 @@ fn parse_all(input: &[u8], read: usize) -> usize {
             if event.data.trim_ascii().is_empty() {
                 continue;
             }
-            match chunks.parse(&event.data, !output_began) {
+            match chunk::parse(&event.data, !output_began) {
                 Ok(Parsed::Chunk(chunk)) => output_began |= black_box(chunk.is_output()),
-                Ok(Parsed::Done) => {
-                    output_began = false;
-                    chunks = chunk::Reader::default();
-                }
+                Ok(Parsed::Done) => output_began = false,
                 other => {
                     black_box(other.is_ok());
                 }
