@@ -23,6 +23,7 @@ pub mod completion;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod failure;
 pub mod normalize;
 pub mod ops;
 pub mod prompts;

@@ -16,11 +16,11 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::failure::{AttemptFailure, FailureKind};
+use crate::failure::{AttemptFailure, FailureKind};
 use crate::retry::Deadline;
 use crate::upstream::chunk::{self, Chunk, Parsed};
 use crate::upstream::sse::SseDecoder;
-use crate::upstream::{BodyKind, SendError, Upstream};
+use crate::upstream::{BodyKind, Upstream};
 
 /// Longest SSE line, and most data in one SSE event, accepted from an upstream.
 pub const MAX_SSE_SIZE: usize = 1 << 20;
@@ -41,7 +41,7 @@ pub struct Received {
 
 /// An attempt whose response headers arrived with a 2xx status.
 pub struct Attempt {
-    body: BoxStream<'static, Result<Bytes, String>>,
+    body: BoxStream<'static, Result<Bytes, FailureKind>>,
     decoder: SseDecoder,
     /// A whole (non-event-stream) body, as read so far.
     whole: BytesMut,
@@ -85,14 +85,7 @@ impl Attempt {
                 return Err(AttemptFailure::new(timer_kind(idle_until, deadline)));
             }
         };
-        let response = match sent {
-            Err(SendError::Connect(text)) => {
-                return Err(AttemptFailure::new(FailureKind::Connect(text)));
-            }
-            Err(SendError::Tls(text)) => return Err(AttemptFailure::new(FailureKind::Tls(text))),
-            Err(SendError::Io(text)) => return Err(AttemptFailure::new(FailureKind::Io(text))),
-            Ok(response) => response,
-        };
+        let response = sent.map_err(AttemptFailure::new)?;
         let mut attempt = Attempt {
             body: response.body,
             decoder: SseDecoder::new(MAX_SSE_SIZE),
@@ -276,7 +269,7 @@ impl Attempt {
             return Poll::Ready(match next {
                 None => Ok(None),
                 Some(Ok(bytes)) => Ok(Some(bytes)),
-                Some(Err(text)) => Err(AttemptFailure::new(FailureKind::Io(text))),
+                Some(Err(broken)) => Err(AttemptFailure::new(broken)),
             });
         }
         ready!(self.timer.as_mut().poll(cx));

@@ -10,7 +10,6 @@
 
 pub mod answer;
 pub mod attempt;
-pub mod failure;
 mod log;
 mod progress;
 
@@ -30,8 +29,8 @@ use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use self::answer::Answer;
 use self::attempt::{Attempt, Received};
-use self::failure::{AttemptFailure, FailureKind};
 use crate::error::ApiError;
+use crate::failure::{AttemptFailure, FailureKind};
 use crate::normalize::{self, OutputKind};
 use crate::ops::metrics::{InflightGuard, Metrics};
 use crate::retry::{BusyKeywords, Deadline, Decision, Failed, FailureClass, RetryPolicy};

@@ -17,9 +17,10 @@ use tokio::time::{Instant, sleep};
 use super::{Completion, Engine, Job, Progress};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::error::ApiError;
+use crate::failure::FailureKind;
 use crate::ops::metrics::Metrics;
 use crate::retry::{BusyKeywords, Deadline, RetryPolicy};
-use crate::upstream::{BodyKind, SendError, Transport, Upstream, UpstreamResponse};
+use crate::upstream::{BodyKind, Transport, Upstream, UpstreamResponse};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -39,12 +40,12 @@ struct Scripted {
 }
 
 impl Transport for Scripted {
-    fn send(&self, _body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
+    fn send(&self, _body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>> {
         self.sent.lock().expect("lock").push(Instant::now());
         let fake = self.answers.lock().expect("lock").pop_front();
         Box::pin(async move {
             let pieces = match fake {
-                None => return Err(SendError::Connect("no script".into())),
+                None => return Err(FailureKind::Connect("no script".into())),
                 Some(Fake::BusyAfter(wait)) => {
                     sleep(wait).await;
                     return Ok(response(503, vec![]));

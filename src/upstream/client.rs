@@ -18,8 +18,9 @@ use futures_util::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Client, Method, Request, Url};
 
-use super::{SendError, Transport, UpstreamResponse, body_kind, retry_after};
+use super::{Transport, UpstreamResponse, body_kind, retry_after};
 use crate::config::{Config, Secret, UpstreamProxy};
+use crate::failure::FailureKind;
 
 /// How an upstream is reached, besides its URL.
 #[derive(Debug, Clone, Default)]
@@ -105,7 +106,7 @@ impl HttpTransport {
 }
 
 impl Transport for HttpTransport {
-    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>> {
+    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>> {
         let mut request = Request::new(Method::POST, self.url.clone());
         *request.headers_mut() = self.headers.clone();
         *request.body_mut() = Some(body.into());
@@ -122,7 +123,10 @@ impl Transport for HttpTransport {
                 status: response.status().as_u16(),
                 retry_after: text(RETRY_AFTER).and_then(retry_after),
                 kind: body_kind(text(CONTENT_TYPE).unwrap_or("")),
-                body: response.bytes_stream().map_err(|e| describe(&e)).boxed(),
+                body: response
+                    .bytes_stream()
+                    .map_err(|e| FailureKind::Io(describe(&e)))
+                    .boxed(),
             })
         })
     }
@@ -206,15 +210,15 @@ fn completions_url(base_url: &str) -> Result<Url, String> {
 
 /// Sorts a failed send into what happened: no connection (proxy included), a TLS
 /// handshake that waiting cannot fix, or a connection that broke.
-fn send_error(error: reqwest::Error) -> SendError {
+fn send_error(error: reqwest::Error) -> FailureKind {
     let text = describe(&error);
     if let Some(tls) = rustls_error(&error) {
-        return SendError::Tls(format!("TLS handshake with the upstream failed: {tls}"));
+        return FailureKind::Tls(format!("TLS handshake with the upstream failed: {tls}"));
     }
     if error.is_connect() || error.is_timeout() {
-        SendError::Connect(text)
+        FailureKind::Connect(text)
     } else {
-        SendError::Io(text)
+        FailureKind::Io(text)
     }
 }
 

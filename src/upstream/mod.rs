@@ -22,6 +22,7 @@ pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
 use self::client::HttpTransport;
 use crate::config::{Secret, UpstreamProxy};
+use crate::failure::FailureKind;
 
 /// One OpenAI-compatible upstream.
 pub struct Upstream {
@@ -36,7 +37,8 @@ pub struct Upstream {
 /// a test runs the attempt loop under paused time.
 pub trait Transport: Send + Sync {
     /// Sends one attempt's request body; resolves when the response headers arrive.
-    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, SendError>>;
+    /// A failure is `Connect`, `Tls` or `Io` (nothing was answered).
+    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>>;
 }
 
 /// How the upstream framed its body.
@@ -59,20 +61,7 @@ pub struct UpstreamResponse {
     /// How the body is framed, by its declared content type.
     pub kind: BodyKind,
     /// The body, as it arrives.
-    pub body: BoxStream<'static, Result<Bytes, String>>,
-}
-
-/// Sending failed before any response headers arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendError {
-    /// The connection could not be made (refused, unreachable, name not resolved,
-    /// connect timeout, proxy down or refusing).
-    Connect(String),
-    /// The TLS handshake failed for a reason waiting cannot fix (an untrusted
-    /// certificate, no common protocol): retrying would fail the same way.
-    Tls(String),
-    /// The connection broke before the headers arrived.
-    Io(String),
+    pub body: BoxStream<'static, Result<Bytes, FailureKind>>,
 }
 
 impl Upstream {
@@ -102,15 +91,11 @@ impl Upstream {
 
     /// Sends one attempt's request body; resolves when the response headers arrive.
     /// Error texts come back with the secrets scrubbed out.
-    pub async fn send(&self, body: Bytes) -> Result<UpstreamResponse, SendError> {
+    pub async fn send(&self, body: Bytes) -> Result<UpstreamResponse, FailureKind> {
         self.transport
             .send(body)
             .await
-            .map_err(|error| match error {
-                SendError::Connect(text) => SendError::Connect(self.scrub(&text)),
-                SendError::Tls(text) => SendError::Tls(self.scrub(&text)),
-                SendError::Io(text) => SendError::Io(self.scrub(&text)),
-            })
+            .map_err(|failure| failure.map_text(|text| self.scrub(text)))
     }
 
     /// Removes the API key and the proxy's credentials from text that came from

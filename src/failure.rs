@@ -1,5 +1,6 @@
-//! Why one attempt failed, how that is classed for the retry policy, and which
-//! contract error the request gets when it gives up.
+//! The one family of attempt failures: what happened to an attempt (the upstream
+//! client reports its own failures in it too), how that is classed for the retry
+//! policy, and which contract error the request gets when it gives up.
 //!
 //! The same failure is classed differently before and after output: an idle timeout
 //! before the model wrote a word is "not started" (worth waiting for), after it is
@@ -126,6 +127,25 @@ impl AttemptFailure {
 }
 
 impl FailureKind {
+    /// The same failure with its text (the upstream's words) passed through `f`,
+    /// as when secrets are scrubbed out of it.
+    pub fn map_text(self, f: impl FnOnce(&str) -> String) -> Self {
+        match self {
+            FailureKind::Connect(text) => FailureKind::Connect(f(&text)),
+            FailureKind::Tls(text) => FailureKind::Tls(f(&text)),
+            FailureKind::Io(text) => FailureKind::Io(f(&text)),
+            FailureKind::ErrorChunk(text) => FailureKind::ErrorChunk(f(&text)),
+            FailureKind::Protocol(text) => FailureKind::Protocol(f(&text)),
+            FailureKind::InvalidOutput(text) => FailureKind::InvalidOutput(f(&text)),
+            FailureKind::Status { status, message } => FailureKind::Status {
+                status,
+                message: f(&message),
+            },
+            other
+            @ (FailureKind::IdleTimeout | FailureKind::EndedEarly | FailureKind::Deadline) => other,
+        }
+    }
+
     /// A short description for logs and error messages; never an upstream body.
     pub fn summary(&self) -> String {
         match self {
