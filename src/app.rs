@@ -23,9 +23,8 @@ use crate::routes;
 /// The whole service: the router inside the layers that need no route.
 ///
 /// Layers given to `Router::layer` wrap each route one by one, boxed, and axum
-/// clones a route's whole boxed stack for every request: with five layers that was
-/// 24 allocations per request. Only the observer needs the matched route, so only
-/// it is a router layer; the rest wrap the router once.
+/// clones a route's whole boxed stack for every request. Only the observer needs
+/// the matched route, so only it is a router layer; the rest wrap the router once.
 pub fn app(
     state: AppState,
 ) -> impl Service<

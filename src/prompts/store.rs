@@ -369,27 +369,10 @@ fn now_rfc3339() -> String {
     rfc3339(now_millis())
 }
 
-/// Milliseconds since the epoch as RFC 3339 UTC (civil-from-days, H. Hinnant).
+/// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
 pub fn rfc3339(millis: u64) -> String {
-    let secs = millis / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        millis % 1000
-    )
+    let when = UNIX_EPOCH + std::time::Duration::from_millis(millis);
+    humantime::format_rfc3339_millis(when).to_string()
 }
 
 #[cfg(test)]
@@ -406,5 +389,11 @@ mod tests {
             "same millisecond"
         );
         assert_eq!(version_millis(Some(5_000), 1_000), 5_001, "clock set back");
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc_to_the_millisecond() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_764_480_000_123), "2025-11-30T05:20:00.123Z");
     }
 }
