@@ -342,3 +342,19 @@ fn the_import_graph_sees_crate_super_self_and_groups() {
     }
     assert!(related("upstream", "upstream::chunk") && !related("upstream", "upstreams"));
 }
+
+#[test]
+fn every_source_and_test_file_stays_under_400_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    sources(&root.join("tests"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).ok()?.lines().count();
+            (lines > 400).then(|| format!("{} ({lines})", path.display()))
+        })
+        .collect();
+    assert_eq!(long, Vec::<String>::new(), "split them by what they own");
+}

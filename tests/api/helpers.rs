@@ -213,3 +213,8 @@ pub fn ms(from: tokio::time::Instant, to: tokio::time::Instant) -> u128 {
 pub fn millis(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// `127.0.0.1:PORT` of a test app.
+pub fn address(app: &TestApp) -> String {
+    app.base.trim_start_matches("http://").to_owned()
+}

@@ -101,3 +101,145 @@ async fn every_failed_attempt_line_says_why() {
         assert!(!detail.is_empty(), "no detail in {failed}");
     }
 }
+
+#[tokio::test]
+async fn json_logs_have_one_line_per_attempt_and_per_request_with_the_contract_fields() {
+    // Arrange
+    let upstream = MockUpstream::start().await;
+    upstream.push([status(503, "{}"), sse_answer(&["好"])]);
+    let mut gateway = Gateway::start(&upstream.url, &[]).await;
+    // Act
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .header("x-request-id", "log-fields-1")
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    gateway.terminate();
+    gateway.exited(Duration::from_secs(5)).await;
+    // Assert
+    let lines: Vec<Value> = gateway
+        .all_lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("every line is one JSON object"))
+        .collect();
+    let ours: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["request_id"] == "log-fields-1")
+        .collect();
+    let with_message = |message: &str| -> Vec<&Value> {
+        ours.iter()
+            .copied()
+            .filter(|l| l["message"] == message)
+            .collect()
+    };
+    let attempts = with_message("attempt ended");
+    assert_eq!(attempts.len(), 2, "attempt lines: {attempts:?}");
+    assert_eq!(
+        (
+            &attempts[0]["attempt"],
+            &attempts[0]["outcome"],
+            &attempts[0]["decision"]
+        ),
+        (&json!(1), &json!("busy"), &json!("retry"))
+    );
+    assert!(attempts[0]["wait_ms"].as_u64().expect("wait_ms") >= 20);
+    assert_eq!(
+        (
+            &attempts[1]["attempt"],
+            &attempts[1]["outcome"],
+            &attempts[1]["decision"]
+        ),
+        (&json!(2), &json!("ok"), &json!("stop"))
+    );
+    let summary = with_message("completion ended");
+    assert_eq!(summary.len(), 1, "summary lines: {summary:?}");
+    assert_eq!(summary[0]["attempt"], 2);
+    assert_eq!(summary[0]["outcome"], "ok");
+    assert!(summary[0]["wait_ms"].as_u64().expect("wait_ms") >= 20);
+    let request = with_message("request answered");
+    assert_eq!(request.len(), 1, "request lines: {request:?}");
+    assert_eq!(request[0]["status"], 200);
+    assert_eq!(request[0]["outcome"], "ok");
+    for line in attempts.iter().chain(&summary) {
+        for field in ["route", "attempt", "elapsed_ms", "outcome", "wait_ms"] {
+            assert!(!line[field].is_null(), "`{field}` missing in {line}");
+        }
+        assert_eq!(line["route"], "/v1/chat/completions");
+    }
+    for field in ["route", "elapsed_ms", "outcome", "status"] {
+        assert!(!request[0][field].is_null(), "`{field}` missing");
+    }
+}
+
+#[tokio::test]
+async fn logs_of_a_failing_run_never_contain_the_api_key_or_the_admin_token() {
+    // Arrange: the upstream rejects the key and echoes it back.
+    const KEY: &str = "sk-live-9f8e7d6c5b4a3210";
+    const TOKEN: &str = "tok-admin-0a1b2c3d4e5f";
+    let upstream = MockUpstream::start().await;
+    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#);
+    upstream.fallback(status(401, &echo));
+    let mut gateway = Gateway::start(
+        &upstream.url,
+        &[
+            ("LADLE_UPSTREAM_API_KEY", KEY),
+            ("LADLE_ADMIN_TOKEN", TOKEN),
+            ("RUST_LOG", "debug"),
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    // Act
+    let chat = client
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    let chat_status = chat.status();
+    let chat_body = chat.text().await.expect("body");
+    let wrong = client
+        .get(format!("{}/admin/prompts", gateway.base))
+        .bearer_auth("not-the-token")
+        .send()
+        .await
+        .expect("answer");
+    let right = client
+        .get(format!("{}/admin/prompts", gateway.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("answer");
+    let (wrong_status, right_status) = (wrong.status().as_u16(), right.status().as_u16());
+    gateway.terminate();
+    gateway.exited(Duration::from_secs(5)).await;
+    let lines = gateway.all_lines();
+    // Assert: the key was really in play, and refused.
+    let sent = &upstream.requests()[0].head.to_ascii_lowercase();
+    assert!(sent.contains(&format!("bearer {KEY}")), "head was {sent}");
+    assert_eq!(chat_status, 502);
+    assert!(!chat_body.contains(KEY));
+    assert_eq!(wrong_status, 401, "wrong token");
+    assert_eq!(right_status, 200, "right token");
+    assert!(
+        lines.iter().any(|l| l.contains("\"outcome\":\"rejected\"")),
+        "the rejected attempt is logged"
+    );
+    for line in &lines {
+        serde_json::from_str::<Value>(line)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+        for secret in [KEY, TOKEN] {
+            assert!(!line.contains(secret), "secret in log line: {line}");
+        }
+        assert!(
+            !line.to_ascii_lowercase().contains("bearer sk-")
+                && !line.to_ascii_lowercase().contains("bearer tok-"),
+            "authorization in log line: {line}"
+        );
+    }
+}
+
+// === Readiness ===

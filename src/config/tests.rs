@@ -1,0 +1,151 @@
+//! The configuration loader against the contract's rules.
+
+use super::*;
+
+fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |key| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+fn error_key(result: Result<Config, ConfigError>) -> &'static str {
+    match result {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected an invalid key, got {other:?}"),
+    }
+}
+
+#[test]
+fn defaults_match_the_contract() {
+    let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+    assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.idle_timeout, Duration::from_secs(30));
+    assert_eq!(config.deadline, Duration::from_secs(120));
+    assert_eq!(config.max_attempts, 5);
+    assert_eq!(config.max_body_bytes, 262_144);
+    assert!(config.busy_keywords.matches("当前模型访问量较大"));
+    assert!(config.admin_token.is_none());
+}
+
+#[test]
+fn environment_wins_over_the_file() {
+    let file = "idle_timeout_ms = 1000\nmax_attempts = 3\nmodel = \"from-file\"";
+    let config =
+        Config::load(Some(file), &env_of(&[("LADLE_IDLE_TIMEOUT_MS", "250")])).expect("valid");
+    assert_eq!(config.idle_timeout, Duration::from_millis(250));
+    assert_eq!(config.max_attempts, 3);
+    assert_eq!(config.model.as_deref(), Some("from-file"));
+}
+
+#[test]
+fn invalid_values_name_their_key() {
+    assert_eq!(
+        error_key(Config::load(
+            None,
+            &env_of(&[("LADLE_IDLE_TIMEOUT_MS", "soon")])
+        )),
+        "LADLE_IDLE_TIMEOUT_MS"
+    );
+    assert_eq!(
+        error_key(Config::load(None, &env_of(&[("LADLE_LISTEN", "nowhere")]))),
+        "LADLE_LISTEN"
+    );
+    assert_eq!(
+        error_key(Config::load(None, &env_of(&[("LADLE_LOG_FORMAT", "xml")]))),
+        "LADLE_LOG_FORMAT"
+    );
+    assert_eq!(
+        error_key(Config::load(Some("max_attempts = 0"), &env_of(&[]))),
+        "LADLE_MAX_ATTEMPTS"
+    );
+}
+
+#[test]
+fn an_unknown_key_in_the_file_stops_start_up_naming_it() {
+    match Config::load(Some("idle_timout_ms = 5000"), &env_of(&[])) {
+        Err(error @ ConfigError::UnknownKey(_)) => {
+            assert!(error.to_string().contains("idle_timout_ms"), "{error}");
+        }
+        other => panic!("expected an unknown key, got {other:?}"),
+    }
+    // A variable name is not a file key either.
+    assert!(Config::load(Some("LADLE_IDLE_TIMEOUT_MS = 5000"), &env_of(&[])).is_err());
+}
+
+#[test]
+fn fields_are_checked_against_each_other() {
+    let backoff = env_of(&[
+        ("LADLE_BACKOFF_BASE_MS", "5000"),
+        ("LADLE_BACKOFF_MAX_MS", "1000"),
+    ]);
+    assert_eq!(
+        error_key(Config::load(None, &backoff)),
+        "LADLE_BACKOFF_MAX_MS"
+    );
+    let remaining = env_of(&[
+        ("LADLE_DEADLINE_MS", "1000"),
+        ("LADLE_MIN_REMAINING_MS", "1000"),
+    ]);
+    assert_eq!(
+        error_key(Config::load(None, &remaining)),
+        "LADLE_MIN_REMAINING_MS"
+    );
+}
+
+#[test]
+fn client_read_timeouts_default_to_30_s_and_must_be_positive() {
+    let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+    assert_eq!(config.header_read_timeout, Duration::from_secs(30));
+    assert_eq!(config.body_read_timeout, Duration::from_secs(30));
+    for key in ["LADLE_HEADER_READ_TIMEOUT_MS", "LADLE_BODY_READ_TIMEOUT_MS"] {
+        let env = move |k: &str| (k == key).then(|| "0".to_owned());
+        assert_eq!(error_key(Config::load(None, &env)), key);
+    }
+}
+
+#[test]
+fn secrets_never_show_in_debug_output() {
+    let env = env_of(&[
+        ("LADLE_UPSTREAM_API_KEY", "sk-very-secret"),
+        ("LADLE_ADMIN_TOKEN", "tok-secret"),
+        (
+            "LADLE_UPSTREAM_PROXY",
+            "http://me:proxy-secret@127.0.0.1:3128",
+        ),
+    ]);
+    let printed = format!("{:?}", Config::load(None, &env).expect("valid"));
+    for secret in ["sk-very-secret", "tok-secret", "proxy-secret"] {
+        assert!(!printed.contains(secret), "{secret} in {printed}");
+    }
+}
+
+#[test]
+fn the_proxy_is_the_environment_none_or_a_url() {
+    let proxy = |value: &'static str| {
+        let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("LADLE_UPSTREAM_PROXY", value)]));
+        Config::load(None, &env_of(pairs)).map(|c| c.upstream_proxy)
+    };
+    let unset = Config::load(None, &env_of(&[])).expect("valid");
+    assert_eq!(unset.upstream_proxy, UpstreamProxy::FromEnvironment);
+    assert_eq!(proxy("none").expect("valid"), UpstreamProxy::Off);
+    assert_eq!(
+        proxy("socks5://127.0.0.1:1080").expect("valid"),
+        UpstreamProxy::Url(Secret::new("socks5://127.0.0.1:1080"))
+    );
+    assert_eq!(
+        proxy("https://u:p@proxy.example:8443").expect("valid"),
+        UpstreamProxy::Url(Secret::new("https://u:p@proxy.example:8443"))
+    );
+    for bad in ["ftp://u:leak@proxy:21", "proxy:3128", "socks5://u:leak@"] {
+        match proxy(bad) {
+            Err(ConfigError::Invalid { key, problem }) => {
+                assert_eq!(key, "LADLE_UPSTREAM_PROXY");
+                assert!(!problem.contains("leak"), "the value is not echoed");
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}

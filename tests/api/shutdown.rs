@@ -1,0 +1,126 @@
+//! Graceful shutdown: live streams finish, new connections are refused, and the
+//! process exits 0 (contract section 5).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::helpers::*;
+use crate::mock_upstream::*;
+use crate::ops::slow_answer;
+use crate::process::Gateway;
+
+#[tokio::test]
+async fn shutdown_lets_a_live_stream_finish_and_refuses_new_connections() {
+    // Arrange
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (app, server) = spawn_app_until(|_| {}, async move {
+        let _ = stopped.await;
+    })
+    .await;
+    app.upstream
+        .push([slow_answer(&["一", "二", "三"], millis(200))]);
+    let mut response = app.chat(true).await;
+    let first = response
+        .chunk()
+        .await
+        .expect("read")
+        .expect("a first chunk");
+    // Act
+    stop.send(()).expect("the server is listening for shutdown");
+    let asked = Instant::now();
+    let refused = refused_within(&address(&app), Duration::from_secs(1)).await;
+    let rest = response.text().await.expect("the rest of the stream");
+    let finished = asked.elapsed();
+    // Assert
+    assert!(refused, "new connections were still accepted");
+    let whole = format!("{}{rest}", String::from_utf8_lossy(&first));
+    assert_eq!(streamed_text(&whole), "一二三");
+    assert!(whole.ends_with("data: [DONE]\n\n"), "stream was {whole:?}");
+    assert!(finished >= millis(200), "the stream was over too soon");
+    let served = tokio::time::timeout(Duration::from_secs(2), server)
+        .await
+        .expect("the server stops once the stream is done")
+        .expect("the server task");
+    assert!(served.is_ok());
+}
+
+#[tokio::test]
+async fn sigterm_lets_live_streams_on_every_worker_finish_and_the_process_exits_0() {
+    // Arrange: three workers, and more streams than workers, so that whichever
+    // threads accepted them, every worker has its listener to close and its
+    // streams to drain.
+    let upstream = MockUpstream::start().await;
+    let streams = 5;
+    upstream.push((0..streams).map(|_| slow_answer(&["一", "二", "三"], millis(200))));
+    let mut gateway = Gateway::start(&upstream.url, &[("LADLE_WORKERS", "3")]).await;
+    let mut responses = Vec::new();
+    for _ in 0..streams {
+        // A client each, so each stream has a connection of its own.
+        let mut response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", gateway.base))
+            .json(&json!({"stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .expect("answer");
+        let first = response
+            .chunk()
+            .await
+            .expect("read")
+            .expect("a first chunk");
+        responses.push((first, response));
+    }
+    // Act
+    gateway.terminate();
+    let asked = Instant::now();
+    let refused = refused_within(&gateway.address, Duration::from_secs(1)).await;
+    let mut wholes = Vec::new();
+    for (first, response) in responses {
+        let rest = response.text().await.expect("the rest of the stream");
+        wholes.push(format!("{}{rest}", String::from_utf8_lossy(&first)));
+    }
+    let finished = asked.elapsed();
+    let status = gateway.exited(Duration::from_secs(5)).await;
+    // Assert
+    assert!(refused, "new connections were still accepted");
+    for whole in &wholes {
+        assert_eq!(streamed_text(whole), "一二三");
+        assert!(whole.ends_with("data: [DONE]\n\n"), "stream was {whole:?}");
+    }
+    assert!(finished >= millis(200), "the streams were over too soon");
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    let started = gateway.lines();
+    assert!(
+        started.iter().any(|l| l.contains("\"workers\":3")),
+        "no log line says three workers: {started:?}"
+    );
+}
+
+// === Logs ===
+
+/// Whether connecting to `address` is refused within `limit`.
+async fn refused_within(address: &str, limit: Duration) -> bool {
+    let give_up = Instant::now() + limit;
+    while Instant::now() < give_up {
+        if TcpStream::connect(address).await.is_err() {
+            return true;
+        }
+        tokio::time::sleep(millis(10)).await;
+    }
+    false
+}
+
+/// The content of an OpenAI chunk stream.
+fn streamed_text(body: &str) -> String {
+    sse_events(body)
+        .iter()
+        .filter_map(|(_, data)| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
