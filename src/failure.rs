@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::error::ApiError;
-use crate::retry::{BusyKeywords, FailureClass};
+use crate::retry::FailureClass;
 
 /// One failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +29,9 @@ pub enum FailureKind {
     Tls(String),
     /// No SSE event within the idle timeout.
     IdleTimeout,
+    /// No output within the first-output timeout of the attempt's start, though
+    /// events (role-only or empty deltas) may have kept the idle timer reset.
+    FirstOutputTimeout,
     /// The connection broke (reset, or EOF in the middle of a body).
     Io(String),
     /// The stream ended without `[DONE]` or a `finish_reason`.
@@ -76,7 +79,7 @@ impl AttemptFailure {
                 Final
             }
             FailureKind::Status { .. } | FailureKind::ErrorChunk(_) => Other,
-            FailureKind::Connect(_) => NotStarted,
+            FailureKind::Connect(_) | FailureKind::FirstOutputTimeout => NotStarted,
             FailureKind::Tls(_) => Final,
             FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly
                 if !output_began =>
@@ -141,8 +144,27 @@ impl FailureKind {
                 status,
                 message: f(&message),
             },
-            other
-            @ (FailureKind::IdleTimeout | FailureKind::EndedEarly | FailureKind::Deadline) => other,
+            other @ (FailureKind::IdleTimeout
+            | FailureKind::FirstOutputTimeout
+            | FailureKind::EndedEarly
+            | FailureKind::Deadline) => other,
+        }
+    }
+
+    /// What happened, as one word for the attempt's log line (`reason`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            FailureKind::Connect(_) => "connect",
+            FailureKind::Tls(_) => "tls",
+            FailureKind::Io(_) => "broken",
+            FailureKind::IdleTimeout => "idle_timeout",
+            FailureKind::FirstOutputTimeout => "first_output_timeout",
+            FailureKind::EndedEarly => "ended_early",
+            FailureKind::Status { .. } => "status",
+            FailureKind::ErrorChunk(_) => "error_chunk",
+            FailureKind::Protocol(_) => "protocol",
+            FailureKind::InvalidOutput(_) => "invalid_output",
+            FailureKind::Deadline => "deadline",
         }
     }
 
@@ -152,6 +174,7 @@ impl FailureKind {
             FailureKind::Connect(_) => "could not connect to the upstream".into(),
             FailureKind::Tls(_) => "the TLS handshake with the upstream failed".into(),
             FailureKind::IdleTimeout => "the upstream went silent".into(),
+            FailureKind::FirstOutputTimeout => "the upstream wrote nothing in time".into(),
             FailureKind::Io(_) => "the upstream connection broke".into(),
             FailureKind::EndedEarly => "the upstream stream ended early".into(),
             FailureKind::Status { status, .. } => format!("the upstream answered HTTP {status}"),
@@ -173,9 +196,34 @@ impl FailureKind {
             | FailureKind::InvalidOutput(text)
             | FailureKind::Status { message: text, .. } => text,
             FailureKind::IdleTimeout => "no SSE event within LADLE_IDLE_TIMEOUT_MS",
+            FailureKind::FirstOutputTimeout => {
+                "no output within LADLE_FIRST_OUTPUT_TIMEOUT_MS of the attempt's start"
+            }
             FailureKind::EndedEarly => "the stream ended without [DONE] or a finish_reason",
             FailureKind::Deadline => "the request's deadline passed",
         }
+    }
+}
+
+/// Case-insensitive substrings that mark an upstream error message as "busy".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BusyKeywords(Vec<String>);
+
+impl BusyKeywords {
+    /// Keywords from a comma-separated list; blanks are dropped.
+    pub fn parse(list: &str) -> Self {
+        BusyKeywords(
+            list.split(',')
+                .map(|k| k.trim().to_lowercase())
+                .filter(|k| !k.is_empty())
+                .collect(),
+        )
+    }
+
+    /// Whether `message` contains any keyword, ignoring case.
+    pub fn matches(&self, message: &str) -> bool {
+        let message = message.to_lowercase();
+        self.0.iter().any(|k| message.contains(k.as_str()))
     }
 }
 
@@ -214,6 +262,7 @@ mod tests {
             (FailureKind::Io("reset".into()), false, NotStarted),
             (FailureKind::EndedEarly, false, NotStarted),
             (FailureKind::IdleTimeout, true, Other),
+            (FailureKind::FirstOutputTimeout, false, NotStarted),
             (FailureKind::Io("reset".into()), true, Other),
             (FailureKind::EndedEarly, true, Other),
             (status(500, "boom"), false, Other),
@@ -265,5 +314,14 @@ mod tests {
             give_up(FailureKind::Tls("x".into()), false),
             "upstream_failed"
         );
+    }
+
+    #[test]
+    fn busy_keywords_match_case_insensitively() {
+        let keywords = BusyKeywords::parse("访问量较大, Overloaded ,,rate limit");
+        assert!(keywords.matches("当前模型访问量较大，请稍后重试"));
+        assert!(keywords.matches("Model OVERLOADED"));
+        assert!(keywords.matches("Rate Limit reached"));
+        assert!(!keywords.matches("invalid api key"));
     }
 }

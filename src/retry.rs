@@ -60,7 +60,7 @@ impl Deadline {
 
 /// The knobs of the retry policy; one value per request, since tasks bring their own
 /// `min_remaining`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Upstream attempts per request, the first included.
     pub max_attempts: u32,
@@ -75,6 +75,8 @@ pub struct RetryPolicy {
     /// Whether a retry may follow output the caller has already seen. A committed
     /// OpenAI stream cannot take its words back, so it never retries after output.
     pub retry_after_output: bool,
+    /// `j` in [0, 1]: a back-off is multiplied by a factor in [1−j, 1+j].
+    pub jitter: f64,
 }
 
 /// One failed attempt, as the policy sees it.
@@ -99,8 +101,16 @@ impl RetryPolicy {
             .min(self.backoff_max)
     }
 
-    /// Decides what follows a failed attempt. Pure: reads no clock, never sleeps.
-    pub fn decide(&self, failed: Failed, now: Instant, deadline: Deadline) -> Decision {
+    /// The back-off after attempt `attempt`, jittered: `draw` is a uniform draw in
+    /// [0, 1) made by the caller, so this stays a pure function.
+    pub fn jittered_backoff(&self, attempt: u32, draw: f64) -> Duration {
+        let factor = 1.0 - self.jitter + 2.0 * self.jitter * draw.clamp(0.0, 1.0);
+        self.backoff(attempt).mul_f64(factor)
+    }
+
+    /// Decides what follows a failed attempt, with `draw` (uniform in [0, 1)) for
+    /// the jitter. Pure: reads no clock, draws no number, never sleeps.
+    pub fn decide(&self, failed: Failed, now: Instant, deadline: Deadline, draw: f64) -> Decision {
         if failed.attempt >= self.max_attempts || now >= deadline.at {
             return Decision::GiveUp;
         }
@@ -109,8 +119,10 @@ impl RetryPolicy {
         }
         match failed.class {
             FailureClass::Busy | FailureClass::NotStarted => {
+                // A `Retry-After` stays a lower bound; the min-remaining rule
+                // below judges the wait chosen.
                 let wait = self
-                    .backoff(failed.attempt)
+                    .jittered_backoff(failed.attempt, draw)
                     .max(failed.retry_after.unwrap_or_default());
                 let left_after_wait = deadline.remaining(now).checked_sub(wait);
                 match left_after_wait {
@@ -132,28 +144,6 @@ impl RetryPolicy {
     }
 }
 
-/// Case-insensitive substrings that mark an upstream error message as "busy".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BusyKeywords(Vec<String>);
-
-impl BusyKeywords {
-    /// Keywords from a comma-separated list; blanks are dropped.
-    pub fn parse(list: &str) -> Self {
-        BusyKeywords(
-            list.split(',')
-                .map(|k| k.trim().to_lowercase())
-                .filter(|k| !k.is_empty())
-                .collect(),
-        )
-    }
-
-    /// Whether `message` contains any keyword, ignoring case.
-    pub fn matches(&self, message: &str) -> bool {
-        let message = message.to_lowercase();
-        self.0.iter().any(|k| message.contains(k.as_str()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +158,7 @@ mod tests {
             early_retry_window: 20 * S,
             min_remaining: 30 * S,
             retry_after_output: true,
+            jitter: 0.0,
         }
     }
 
@@ -179,7 +170,7 @@ mod tests {
         budget: Duration,
     ) -> Decision {
         let base = Instant::now();
-        policy.decide(failed, base + elapsed, Deadline::after(base, budget))
+        policy.decide(failed, base + elapsed, Deadline::after(base, budget), 0.5)
     }
 
     fn failed(attempt: u32, class: FailureClass) -> Failed {
@@ -310,12 +301,48 @@ mod tests {
     }
 
     #[test]
-    fn busy_keywords_match_case_insensitively() {
-        let keywords = BusyKeywords::parse("访问量较大, Overloaded ,,rate limit");
-        assert!(keywords.matches("当前模型访问量较大，请稍后重试"));
-        assert!(keywords.matches("Model OVERLOADED"));
-        assert!(keywords.matches("Rate Limit reached"));
-        assert!(!keywords.matches("invalid api key"));
+    fn jitter_spreads_a_back_off_but_retry_after_stays_a_floor() {
+        let policy = RetryPolicy {
+            jitter: 0.5,
+            ..contract_defaults()
+        };
+        let wait = |draw, retry_after: Option<Duration>| {
+            let base = Instant::now();
+            let busy = Failed {
+                retry_after,
+                ..failed(2, FailureClass::Busy)
+            };
+            policy.decide(busy, base, Deadline::after(base, 120 * S), draw)
+        };
+        // Attempt 2: 4 s × [0.5, 1.5].
+        assert_eq!(wait(0.0, None), Decision::Wait(2 * S));
+        assert_eq!(wait(0.5, None), Decision::Wait(4 * S));
+        assert_eq!(wait(0.75, None), Decision::Wait(5 * S));
+        assert_eq!(wait(0.0, Some(3 * S)), Decision::Wait(3 * S));
+        let exact = contract_defaults();
+        assert_eq!(
+            exact.jittered_backoff(3, 0.99),
+            8 * S,
+            "j = 0 keeps 2/4/8/10"
+        );
+    }
+
+    #[test]
+    fn the_min_remaining_rule_judges_the_jittered_wait() {
+        // 45 s left after the failure; 30 s must stay. Attempt 4's 8 s × 1.5 = 12 s
+        // leaves 33 s: retry. × 2 (j = 1, draw near 1) = 16 s leaves 29 s: give up.
+        let base = Instant::now();
+        let deadline = Deadline::after(base, 120 * S);
+        let at = base + 75 * S;
+        let with = |jitter, draw| {
+            let policy = RetryPolicy {
+                jitter,
+                ..contract_defaults()
+            };
+            policy.decide(failed(3, FailureClass::Busy), at, deadline, draw)
+        };
+        assert_eq!(with(0.5, 1.0), Decision::Wait(12 * S));
+        assert_eq!(with(1.0, 1.0), Decision::GiveUp);
     }
 
     proptest::proptest! {
@@ -337,6 +364,17 @@ mod tests {
             };
             proptest::prop_assert!(policy.backoff(attempt + 1) >= policy.backoff(attempt));
             proptest::prop_assert!(policy.backoff(attempt) <= Duration::from_millis(cap_ms));
+        }
+
+        #[test]
+        fn a_jittered_back_off_stays_within_its_band(
+            jitter in 0.0f64..=1.0, draw in 0.0f64..1.0, attempt in 1u32..10,
+        ) {
+            let policy = RetryPolicy { jitter, ..contract_defaults() };
+            let plain = policy.backoff(attempt).as_secs_f64();
+            let jittered = policy.jittered_backoff(attempt, draw).as_secs_f64();
+            proptest::prop_assert!(jittered >= plain * (1.0 - jitter) - 1e-6);
+            proptest::prop_assert!(jittered <= plain * (1.0 + jitter) + 1e-6);
         }
     }
 }

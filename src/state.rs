@@ -2,6 +2,7 @@
 //! the attempt loop.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -49,6 +50,7 @@ impl AppState {
         let engine = Engine {
             upstreams: vec![Arc::new(upstream)],
             idle_timeout: config.idle_timeout,
+            first_output_timeout: config.first_output_timeout,
             busy_keywords: config.busy_keywords.clone(),
             inflight: Arc::new(Semaphore::new(config.max_inflight)),
             queue_timeout: config.queue_timeout,
@@ -72,6 +74,7 @@ impl AppState {
         body: Bytes,
         model: &str,
         task: Option<&Prompt>,
+        caller_timeout: Option<Duration>,
     ) -> Job {
         let config = &self.config;
         let policy = RetryPolicy {
@@ -83,8 +86,11 @@ impl AppState {
                 .and_then(|t| t.min_remaining)
                 .unwrap_or(config.min_remaining),
             retry_after_output: true,
+            jitter: config.backoff_jitter,
         };
-        let budget = task.and_then(|t| t.deadline).unwrap_or(config.deadline);
+        // The caller's `X-Request-Timeout-Ms` shortens the budget, never lengthens it.
+        let configured = task.and_then(|t| t.deadline).unwrap_or(config.deadline);
+        let budget = caller_timeout.map_or(configured, |asked| asked.min(configured));
         Job {
             body,
             policy,

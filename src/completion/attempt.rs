@@ -1,8 +1,9 @@
 //! One upstream attempt: its timers and its progress.
 //!
 //! Invariant: whether output has arrived is state of the attempt, created with it and
-//! dropped with it, never shared. Every wait here ends at the earlier of the idle
-//! timer and the request's one deadline; no attempt starts a clock of its own. The
+//! dropped with it, never shared. Every wait here ends at the earliest of the idle
+//! timer, the first-output timer (until output begins, when one is set) and the
+//! request's one deadline; no attempt gets a fresh deadline of its own. The
 //! idle timer runs from sending the request to the first event and between events;
 //! comments produce no event, so they never reset it.
 
@@ -39,6 +40,17 @@ pub struct Received {
     pub chunk: Chunk,
 }
 
+/// The clocks an attempt's waits run against.
+#[derive(Debug, Clone, Copy)]
+pub struct Timers {
+    /// Longest silence: from sending to the first event, and between events.
+    pub idle: Duration,
+    /// Longest time from the attempt's start to its first output, if set.
+    pub first_output: Option<Duration>,
+    /// The request's one deadline.
+    pub deadline: Deadline,
+}
+
 /// An attempt whose response headers arrived with a 2xx status.
 pub struct Attempt {
     body: BoxStream<'static, Result<Bytes, FailureKind>>,
@@ -46,13 +58,14 @@ pub struct Attempt {
     /// A whole (non-event-stream) body, as read so far.
     whole: BytesMut,
     mode: Mode,
-    idle: Duration,
+    timers: Timers,
     idle_until: Instant,
+    /// When the first output must have arrived (from the attempt's start).
+    first_output_by: Option<Instant>,
     /// One timer for every read of the attempt, moved forward rather than created
     /// anew per read: extending a registered tokio timer is an atomic store, while a
     /// fresh one takes the timer wheel's lock to register and again to cancel.
     timer: Pin<Box<Sleep>>,
-    deadline: Deadline,
     /// Whether chunks' id and model are read (until output begins).
     wants_meta: bool,
     output_began: bool,
@@ -71,19 +84,19 @@ impl Attempt {
     pub async fn open(
         upstream: Arc<Upstream>,
         body: Bytes,
-        idle: Duration,
-        deadline: Deadline,
+        timers: Timers,
         wants_meta: bool,
     ) -> Result<Self, AttemptFailure> {
-        let idle_until = Instant::now() + idle;
+        let started = Instant::now();
+        let idle_until = started + timers.idle;
+        let first_output_by = timers.first_output.map(|limit| started + limit);
+        let (until, fired) = next_timer(timers.deadline, idle_until, first_output_by);
         // The attempt's one timer already guards the wait for the head.
-        let mut timer = Box::pin(sleep_until(idle_until.min(deadline.at)));
+        let mut timer = Box::pin(sleep_until(until));
         let sent = tokio::select! {
             biased;
             sent = upstream.send(body) => sent,
-            () = timer.as_mut() => {
-                return Err(AttemptFailure::new(timer_kind(idle_until, deadline)));
-            }
+            () = timer.as_mut() => return Err(AttemptFailure::new(fired)),
         };
         let response = sent.map_err(AttemptFailure::new)?;
         let mut attempt = Attempt {
@@ -91,10 +104,10 @@ impl Attempt {
             decoder: SseDecoder::new(MAX_SSE_SIZE),
             whole: BytesMut::new(),
             mode: Mode::Stream,
-            idle,
+            timers,
             idle_until,
+            first_output_by,
             timer,
-            deadline,
             wants_meta,
             output_began: false,
             finished: false,
@@ -150,7 +163,7 @@ impl Attempt {
                     Err(AttemptFailure::new(FailureKind::EndedEarly))
                 });
             };
-            self.idle_until = Instant::now() + self.idle;
+            self.idle_until = Instant::now() + self.timers.idle;
             if raw.trim_ascii().is_empty() {
                 continue;
             }
@@ -253,14 +266,15 @@ impl Attempt {
             }
             self.whole.extend_from_slice(&bytes);
             // Bytes of a whole body count as activity; there are no events to wait for.
-            self.idle_until = Instant::now() + self.idle;
+            self.idle_until = Instant::now() + self.timers.idle;
         }
         Poll::Ready(Ok(self.whole.split().freeze()))
     }
 
-    /// The next piece of the body, bounded by the idle timer and the deadline.
+    /// The next piece of the body, bounded by the attempt's timers.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, AttemptFailure>> {
-        let until = self.idle_until.min(self.deadline.at);
+        let first_output_by = self.first_output_by.filter(|_| !self.output_began);
+        let (until, fired) = next_timer(self.timers.deadline, self.idle_until, first_output_by);
         if self.timer.deadline() != until {
             self.timer.as_mut().reset(until);
         }
@@ -273,20 +287,27 @@ impl Attempt {
             });
         }
         ready!(self.timer.as_mut().poll(cx));
-        Poll::Ready(Err(AttemptFailure::new(timer_kind(
-            self.idle_until,
-            self.deadline,
-        ))))
+        Poll::Ready(Err(AttemptFailure::new(fired)))
     }
 }
 
-/// Which of the two timers fired.
-fn timer_kind(idle_until: Instant, deadline: Deadline) -> FailureKind {
-    if deadline.at <= idle_until {
-        FailureKind::Deadline
-    } else {
-        FailureKind::IdleTimeout
+/// The earliest of an attempt's clocks, and what it means when it fires. On a tie
+/// the deadline wins: a request out of time is not retried.
+fn next_timer(
+    deadline: Deadline,
+    idle_until: Instant,
+    first_output_by: Option<Instant>,
+) -> (Instant, FailureKind) {
+    let mut next = (idle_until, FailureKind::IdleTimeout);
+    if let Some(by) = first_output_by
+        && by < next.0
+    {
+        next = (by, FailureKind::FirstOutputTimeout);
     }
+    if deadline.at <= next.0 {
+        next = (deadline.at, FailureKind::Deadline);
+    }
+    next
 }
 
 fn looks_like_sse(body: &[u8]) -> bool {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Completion, Phase};
+use crate::failure::FailureKind;
 
 impl Completion {
     /// Back-off time actually spent: whole waits, and the part of the current one
@@ -16,10 +17,21 @@ impl Completion {
         }
     }
 
-    /// One line per attempt: what happened and what the loop does next
-    /// (`decision` = `retry` after `wait_ms`, or `stop`).
-    pub(super) fn log_attempt(&self, outcome: &str, detail: &str, retry_in: Option<Duration>) {
+    /// One line per attempt: what happened (`outcome`; for a failure its `reason`
+    /// and `detail`) and what the loop does next (`decision` = `retry` after
+    /// `wait_ms`, or `stop`).
+    pub(super) fn log_attempt(
+        &self,
+        outcome: &str,
+        failure: Option<&FailureKind>,
+        retry_in: Option<Duration>,
+    ) {
         let decision = if retry_in.is_some() { "retry" } else { "stop" };
+        let (reason, detail) = match failure {
+            Some(kind) => (Some(kind.reason()), Some(kind.detail())),
+            None if outcome == "cancelled" => (Some("cancelled"), Some("the client went away")),
+            None => (None, None),
+        };
         let upstream = self
             .engine
             .upstream_for(self.attempt)
@@ -34,6 +46,7 @@ impl Completion {
             outcome,
             decision,
             wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
+            reason,
             detail,
             "attempt ended"
         );
@@ -48,6 +61,7 @@ impl Completion {
             task = self.job.task.as_deref(),
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
+            deadline_ms = (self.job.deadline.at - self.job.deadline.started).as_millis() as u64,
             outcome,
             wait_ms = self.time_waited().as_millis() as u64,
             queue_ms = self.queued.as_millis() as u64,

@@ -28,12 +28,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use self::answer::Answer;
-use self::attempt::{Attempt, Received};
+use self::attempt::{Attempt, Received, Timers};
 use crate::error::ApiError;
+use crate::failure::BusyKeywords;
 use crate::failure::{AttemptFailure, FailureKind};
 use crate::normalize::{self, OutputKind};
 use crate::ops::metrics::{InflightGuard, Metrics};
-use crate::retry::{BusyKeywords, Deadline, Decision, Failed, FailureClass, RetryPolicy};
+use crate::retry::{Deadline, Decision, Failed, FailureClass, RetryPolicy};
 use crate::upstream::Upstream;
 
 /// What every completion shares: upstreams, the in-flight limit, metrics.
@@ -42,6 +43,8 @@ pub struct Engine {
     pub upstreams: Vec<Arc<Upstream>>,
     /// Longest wait for the upstream's next event.
     pub idle_timeout: Duration,
+    /// Longest time from an attempt's start to its first output, if any.
+    pub first_output_timeout: Option<Duration>,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Bounds concurrent upstream calls.
@@ -181,8 +184,11 @@ impl Completion {
             Some(upstream) => Box::pin(Attempt::open(
                 upstream.clone(),
                 self.job.body.clone(),
-                self.engine.idle_timeout,
-                self.job.deadline,
+                Timers {
+                    idle: self.engine.idle_timeout,
+                    first_output: self.engine.first_output_timeout,
+                    deadline: self.job.deadline,
+                },
                 self.job.wants_meta,
             )),
         };
@@ -229,7 +235,7 @@ impl Completion {
             },
         };
         let elapsed = Instant::now() - self.job.deadline.started;
-        self.log_attempt("ok", "", None);
+        self.log_attempt("ok", None, None);
         self.engine.metrics.attempt("ok");
         self.phase = Phase::Over;
         let answer = std::mem::take(&mut self.answer);
@@ -255,7 +261,8 @@ impl Completion {
             retry_after: failure.retry_after,
         };
         let now = Instant::now();
-        let decision = self.job.policy.decide(failed, now, self.job.deadline);
+        let draw = rand::random::<f64>();
+        let decision = self.job.policy.decide(failed, now, self.job.deadline, draw);
         let outcome = failure.outcome(class);
         self.engine.metrics.attempt(outcome);
         let reason = match class {
@@ -267,13 +274,13 @@ impl Completion {
             Decision::Wait(wait) => wait,
             Decision::RetryNow => Duration::ZERO,
             Decision::GiveUp => {
-                self.log_attempt(outcome, failure.kind.detail(), None);
+                self.log_attempt(outcome, Some(&failure.kind), None);
                 self.phase = Phase::Over;
                 let hint = self.job.policy.backoff(self.attempt);
                 return Progress::Failed(failure.into_api_error(class, self.attempt, hint));
             }
         };
-        self.log_attempt(outcome, failure.kind.detail(), Some(wait));
+        self.log_attempt(outcome, Some(&failure.kind), Some(wait));
         self.engine.metrics.retry(reason);
         self.phase = Phase::Waiting {
             since: now,
@@ -365,7 +372,7 @@ impl Drop for Completion {
     fn drop(&mut self) {
         if matches!(self.phase, Phase::Connecting(_) | Phase::Streaming(_)) {
             self.engine.metrics.attempt("cancelled");
-            self.log_attempt("cancelled", "the client went away", None);
+            self.log_attempt("cancelled", None, None);
         }
         if !matches!(self.phase, Phase::Over) {
             self.log_request("cancelled");

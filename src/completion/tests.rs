@@ -17,9 +17,10 @@ use tokio::time::{Instant, sleep};
 use super::{Completion, Engine, Job, Progress};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::error::ApiError;
+use crate::failure::BusyKeywords;
 use crate::failure::FailureKind;
 use crate::ops::metrics::Metrics;
-use crate::retry::{BusyKeywords, Deadline, RetryPolicy};
+use crate::retry::{Deadline, RetryPolicy};
 use crate::upstream::{BodyKind, Transport, Upstream, UpstreamResponse};
 
 const S: Duration = Duration::from_secs(1);
@@ -88,6 +89,7 @@ fn policy(deadline_min_remaining: Duration) -> RetryPolicy {
         early_retry_window: 20 * S,
         min_remaining: deadline_min_remaining,
         retry_after_output: true,
+        jitter: 0.0,
     }
 }
 
@@ -104,6 +106,7 @@ async fn run(
     let engine = Engine {
         upstreams: vec![Arc::new(upstream)],
         idle_timeout: 30 * S,
+        first_output_timeout: None,
         busy_keywords: BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS),
         inflight: Arc::new(Semaphore::new(1)),
         queue_timeout: 2 * S,

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::retry::BusyKeywords;
+use crate::failure::BusyKeywords;
 
 /// The default busy keywords of the contract.
 pub const DEFAULT_BUSY_KEYWORDS: &str = "访问量较大,访问量过大,请求过多,稍后重试,稍后再试,暂时不可用,繁忙,overloaded,unavailable,busy,rate limit,too many requests";
@@ -119,6 +119,10 @@ pub struct Config {
     pub backoff_max: Duration,
     /// Window in which an `Other` failure of attempt 1 is retried once.
     pub early_retry_window: Duration,
+    /// `j` in [0, 1]: each back-off is multiplied by a uniform factor in [1−j, 1+j].
+    pub backoff_jitter: f64,
+    /// Longest time from an attempt's start to its first output; `None` = off.
+    pub first_output_timeout: Option<Duration>,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
@@ -273,6 +277,9 @@ impl Config {
             backoff_base: src.millis("LADLE_BACKOFF_BASE_MS", 2_000)?,
             backoff_max: src.millis("LADLE_BACKOFF_MAX_MS", 10_000)?,
             early_retry_window: src.millis("LADLE_EARLY_RETRY_WINDOW_MS", 20_000)?,
+            backoff_jitter: src.parsed("LADLE_BACKOFF_JITTER", 0.0)?,
+            first_output_timeout: Some(src.millis("LADLE_FIRST_OUTPUT_TIMEOUT_MS", 0)?)
+                .filter(|timeout| !timeout.is_zero()),
             busy_keywords: BusyKeywords::parse(
                 &src.string("LADLE_BUSY_KEYWORDS", DEFAULT_BUSY_KEYWORDS)?,
             ),
@@ -320,6 +327,9 @@ impl Config {
             if value.is_zero() {
                 return Err(invalid(key, "must be greater than 0"));
             }
+        }
+        if !(0.0..=1.0).contains(&self.backoff_jitter) {
+            return Err(invalid("LADLE_BACKOFF_JITTER", "must be between 0 and 1"));
         }
         if self.max_attempts == 0 {
             return Err(invalid("LADLE_MAX_ATTEMPTS", "must be at least 1"));

@@ -149,3 +149,20 @@ fn the_proxy_is_the_environment_none_or_a_url() {
         }
     }
 }
+
+#[test]
+fn jitter_is_a_ratio_in_0_to_1_and_a_zero_first_output_timeout_is_off() {
+    for bad in ["1.5", "-0.1", "lots"] {
+        let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("LADLE_BACKOFF_JITTER", bad)]));
+        assert_eq!(
+            error_key(Config::load(None, &env_of(pairs))),
+            "LADLE_BACKOFF_JITTER"
+        );
+    }
+    let config = Config::load(None, &env_of(&[("LADLE_BACKOFF_JITTER", "0.2")])).expect("valid");
+    assert!((config.backoff_jitter - 0.2).abs() < f64::EPSILON);
+    assert_eq!(config.first_output_timeout, None);
+    let on =
+        Config::load(None, &env_of(&[("LADLE_FIRST_OUTPUT_TIMEOUT_MS", "250")])).expect("valid");
+    assert_eq!(on.first_output_timeout, Some(Duration::from_millis(250)));
+}

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::RawBody;
+use super::{CallerTimeout, RawBody};
 use crate::error::ApiError;
 use crate::ops::observe::Arrival;
 use crate::ops::request_id::RequestId;
@@ -27,6 +27,7 @@ pub async fn completions(
     State(app): State<AppState>,
     Extension(Arrival(arrived)): Extension<Arrival>,
     request_id: RequestId,
+    CallerTimeout(caller_timeout): CallerTimeout,
     RawBody(bytes): RawBody,
 ) -> Result<Response, ApiError> {
     let body: ChatBody<'_> = super::json(&bytes)?;
@@ -54,7 +55,14 @@ pub async fn completions(
     // An answer ladle assembles itself asks for usage, as OpenAI's own carries it;
     // a relayed stream is left as the caller wrote it.
     let upstream_body = body.upstream(&model, !wants_stream);
-    let mut job = app.job(arrived, &request_id, upstream_body, &model, None);
+    let mut job = app.job(
+        arrived,
+        &request_id,
+        upstream_body,
+        &model,
+        None,
+        caller_timeout,
+    );
     // A committed stream cannot take words back, so it never retries after output.
     job.policy.retry_after_output = !wants_stream;
     job.wants_meta = !wants_stream;

@@ -6,7 +6,11 @@ pub mod chat;
 pub mod ops;
 pub mod tasks;
 
-use axum::extract::{FromRequest, Request};
+use std::time::Duration;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::HeaderName;
+use axum::http::request::Parts;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -26,6 +30,43 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let bytes = read_body(request).await?;
         json(&bytes).map(JsonBody)
     }
+}
+
+/// `X-Request-Timeout-Ms` (contract 6.5): the caller's own budget for the request.
+/// It shortens the deadline, never lengthens it; anything but a positive whole
+/// number of milliseconds is `400 invalid_request`.
+pub struct CallerTimeout(pub Option<Duration>);
+
+impl<S: Send + Sync> FromRequestParts<S> for CallerTimeout {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts
+            .headers
+            .get(HeaderName::from_static("x-request-timeout-ms"))
+        else {
+            return Ok(CallerTimeout(None));
+        };
+        positive_millis(value.as_bytes())
+            .map(|ms| CallerTimeout(Some(Duration::from_millis(ms))))
+            .ok_or_else(|| {
+                ApiError::InvalidRequest(
+                    "`X-Request-Timeout-Ms` must be a positive whole number of milliseconds".into(),
+                )
+            })
+    }
+}
+
+/// Digits only (no sign, no point, no spaces), and more than zero.
+fn positive_millis(text: &[u8]) -> Option<u64> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(text)
+        .ok()?
+        .parse::<u64>()
+        .ok()
+        .filter(|ms| *ms > 0)
 }
 
 /// A body read within the limit, to be parsed by the handler (into a type that
@@ -87,4 +128,31 @@ pub async fn not_found(request: Request) -> ApiError {
         request.method(),
         request.uri().path()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caller_timeout_is_a_positive_whole_number_of_milliseconds() {
+        assert_eq!(positive_millis(b"1500"), Some(1500));
+        for bad in [
+            &b"0"[..],
+            b"-5",
+            b"1.5",
+            b"soon",
+            b"",
+            b"+7",
+            b" 7",
+            b"99999999999999999999999",
+        ] {
+            assert_eq!(
+                positive_millis(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 }

@@ -1,11 +1,12 @@
 //! `POST /v1/tasks/{name}`: prompt-template tasks.
 
-use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, header};
+use axum::extract::{Extension, FromRequestParts, Path, State};
+use axum::http::header;
+use axum::http::request::Parts;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::JsonBody;
+use super::{CallerTimeout, JsonBody};
 use crate::error::ApiError;
 use crate::ops::observe::Arrival;
 use crate::ops::request_id::RequestId;
@@ -13,11 +14,26 @@ use crate::prompts::render;
 use crate::relay::task_events::{self, TaskCall};
 use crate::state::AppState;
 
-/// `?stream=true` asks for SSE, like `Accept: text/event-stream`.
-#[derive(Debug, serde::Deserialize)]
-pub struct StreamQuery {
-    #[serde(default)]
-    stream: Option<String>,
+/// Whether the caller asked for named SSE events: `Accept: text/event-stream`, or
+/// `?stream=true` (or `1`).
+pub struct WantsEvents(bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for WantsEvents {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let accepts = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/event-stream"));
+        let asked = parts.uri.query().is_some_and(|query| {
+            query
+                .split('&')
+                .any(|pair| matches!(pair, "stream=true" | "stream=1"))
+        });
+        Ok(WantsEvents(accepts || asked))
+    }
 }
 
 /// Renders the task's prompt with the body's variables and completes it.
@@ -26,8 +42,8 @@ pub async fn run(
     Extension(Arrival(arrived)): Extension<Arrival>,
     request_id: RequestId,
     Path(name): Path<String>,
-    Query(query): Query<StreamQuery>,
-    headers: HeaderMap,
+    WantsEvents(wants_events): WantsEvents,
+    CallerTimeout(caller_timeout): CallerTimeout,
     JsonBody(variables): JsonBody<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let prompt = app
@@ -53,24 +69,23 @@ pub async fn run(
     body.entry("stream_options")
         .or_insert_with(|| serde_json::json!({"include_usage": true}));
     let body = serde_json::to_vec(&body).unwrap_or_default().into();
-    let job = app.job(arrived, &request_id, body, &model, Some(&prompt));
+    let job = app.job(
+        arrived,
+        &request_id,
+        body,
+        &model,
+        Some(&prompt),
+        caller_timeout,
+    );
     let progress = app.complete(job);
     let call = TaskCall {
         task: name,
         request_id: request_id.to_string(),
         model,
     };
-    Ok(if wants_events(&headers, &query) {
+    Ok(if wants_events {
         task_events::streaming(progress, call)
     } else {
         task_events::whole(progress, &call).await
     })
-}
-
-fn wants_events(headers: &HeaderMap, query: &StreamQuery) -> bool {
-    let accepts = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("text/event-stream"));
-    accepts || matches!(query.stream.as_deref(), Some("true" | "1"))
 }

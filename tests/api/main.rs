@@ -14,6 +14,7 @@ mod ops;
 mod process;
 mod proxy;
 mod requests;
+mod resilience;
 mod shutdown;
 mod tasks;
 mod tls;

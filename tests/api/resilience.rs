@@ -1,0 +1,203 @@
+//! Contract section 6 as far as it is built: the caller's deadline
+//! (`X-Request-Timeout-Ms`, 6.5) and the first-output timeout (6.4).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::helpers::*;
+use crate::mock_upstream::*;
+use crate::process::Gateway;
+
+/// A chat request with `X-Request-Timeout-Ms: value`.
+async fn chat_with_timeout(app: &TestApp, value: &str) -> reqwest::Response {
+    app.client
+        .post(format!("{}/v1/chat/completions", app.base))
+        .header("x-request-timeout-ms", value)
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("gateway answers")
+}
+
+/// Content every 50 ms, for ever: the idle timer never fires.
+fn endless_drip() -> Script {
+    sse(vec![Step::Drip(
+        format!("data: {}\n\n", content("还在写")).into_bytes(),
+        Duration::from_millis(50),
+    )])
+}
+
+#[tokio::test]
+async fn the_callers_timeout_shortens_the_deadline() {
+    let app = spawn_app().await;
+    app.upstream.fallback(endless_drip());
+    let started = Instant::now();
+    let response = chat_with_timeout(&app, "250").await;
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        json_of(response).await["error"]["code"],
+        "deadline_exceeded"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= millis(250) && took < millis(1500),
+        "{took:?} (configured: 3 s)"
+    );
+}
+
+#[tokio::test]
+async fn the_callers_timeout_never_lengthens_the_deadline() {
+    let app = spawn_app_with(|config| {
+        config.deadline = millis(400);
+        config.min_remaining = millis(100);
+    })
+    .await;
+    app.upstream.fallback(endless_drip());
+    let started = Instant::now();
+    let response = chat_with_timeout(&app, "100000").await;
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        json_of(response).await["error"]["code"],
+        "deadline_exceeded"
+    );
+    assert!(started.elapsed() < millis(1500), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_task_takes_the_callers_timeout_too() {
+    let app = spawn_app().await;
+    app.upstream.fallback(endless_drip());
+    let response = app
+        .client
+        .post(format!("{}/v1/tasks/fridge", app.base))
+        .header("x-request-timeout-ms", "200")
+        .json(&json!({"ingredients": ["鸡蛋"]}))
+        .send()
+        .await
+        .expect("gateway answers");
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        json_of(response).await["error"]["code"],
+        "deadline_exceeded"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_callers_timeout_is_400_before_any_upstream_call() {
+    let app = spawn_app().await;
+    for bad in ["0", "-5", "1.5", "soon", "", "12ms"] {
+        let response = chat_with_timeout(&app, bad).await;
+        assert_eq!(response.status(), 400, "{bad:?}");
+        let body: Value = json_of(response).await;
+        assert_eq!(body["error"]["code"], "invalid_request", "{bad:?}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("X-Request-Timeout-Ms")),
+            "{body}"
+        );
+    }
+    assert!(app.upstream.requests().is_empty());
+}
+
+/// Role-only deltas every 50 ms: events that keep the idle timer reset, never output.
+fn only_role_deltas() -> Script {
+    sse(vec![Step::Drip(
+        format!("data: {}\n\n", role()).into_bytes(),
+        Duration::from_millis(50),
+    )])
+}
+
+#[tokio::test]
+async fn the_first_output_timeout_fires_while_role_only_deltas_keep_arriving() {
+    let app = spawn_app_with(|config| config.first_output_timeout = Some(millis(200))).await;
+    app.upstream
+        .push([only_role_deltas(), sse_answer(&["终于"])]);
+    let started = Instant::now();
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        json_of(response).await["choices"][0]["message"]["content"],
+        "终于"
+    );
+    assert!(started.elapsed() >= millis(200));
+    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(
+        app.metric("ladle_retries_total{reason=\"not_started\"}")
+            .await,
+        1.0,
+        "a not-started failure, retried as one"
+    );
+    assert!(
+        app.upstream.closed_at(0).await.is_some(),
+        "the first attempt was dropped"
+    );
+}
+
+#[tokio::test]
+async fn the_first_output_timeout_stops_counting_at_the_first_output() {
+    let app = spawn_app_with(|config| config.first_output_timeout = Some(millis(100))).await;
+    let mut steps = vec![data(&content("先"))];
+    for piece in ["慢", "慢", "写"] {
+        steps.push(Step::Pause(millis(80)));
+        steps.push(data(&content(piece)));
+    }
+    steps.extend([data(&finish()), data("[DONE]")]);
+    app.upstream.push([sse(steps)]);
+    let body = json_of(app.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "先慢慢写");
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn without_the_setting_role_only_deltas_wait_for_the_idle_timer_alone() {
+    let app = spawn_app_with(|config| config.deadline = millis(1500)).await;
+    app.upstream.push([only_role_deltas()]);
+    let response = app.chat(false).await;
+    // Events keep coming, so only the deadline ends it.
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        json_of(response).await["error"]["code"],
+        "deadline_exceeded"
+    );
+    assert_eq!(app.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_first_output_timeout_is_logged_with_its_reason() {
+    let upstream = MockUpstream::start().await;
+    upstream.push([only_role_deltas(), sse_answer(&["好"])]);
+    let env = [("LADLE_FIRST_OUTPUT_TIMEOUT_MS", "150")];
+    let mut gateway = Gateway::start(&upstream.url, &env).await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .header("x-request-id", "first-output")
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    gateway.terminate();
+    gateway.exited(Duration::from_secs(5)).await;
+    let attempts: Vec<Value> = gateway
+        .all_lines()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["request_id"] == "first-output" && l["message"] == "attempt ended")
+        .collect();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0]["outcome"], "not_started");
+    assert_eq!(attempts[0]["reason"], "first_output_timeout");
+    let ended: Vec<Value> = gateway
+        .all_lines()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["request_id"] == "first-output" && l["message"] == "completion ended")
+        .collect();
+    assert_eq!(
+        ended[0]["deadline_ms"], 4000,
+        "the effective budget is logged"
+    );
+}
