@@ -12,11 +12,12 @@ use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
 use crate::app::{self, AppState};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::demo::{self, DemoOptions};
 use crate::ops::telemetry;
 use crate::prompts::{FileStore, PromptStore};
-use crate::upstream::{self, ClientOptions, Upstream};
+use crate::state::build_upstreams;
+use crate::upstream::{self, ClientOptions};
 
 /// ladle: a streaming LLM completion gateway.
 #[derive(Debug, Parser)]
@@ -89,14 +90,18 @@ fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> Res
 /// CPU core), each with its own runtime; see `app::serve_on_threads`.
 fn serve(config: Config) -> Result<(), String> {
     telemetry::init(config.log_format);
-    let url = config.upstream_url.clone().ok_or(
-        "LADLE_UPSTREAM_URL is required for `serve` (try `ladle demo` to run without one)",
-    )?;
+    if config.upstreams.is_empty() {
+        return Err(
+            "LADLE_UPSTREAM_URL (or LADLE_UPSTREAMS) is required for `serve` \
+                    (try `ladle demo` to run without one)"
+                .into(),
+        );
+    }
     let workers = config.worker_threads();
     let address = config.listen;
     // The upstream client first: a bad proxy or CA file stops start-up before
     // anything listens.
-    let state = AppState::new(config, &url)?;
+    let state = AppState::new(config)?;
     let listener = listen(address)?;
     tracing::info!(workers, "serving");
     app::serve_on_threads(listener, state, workers, shutdown_signal).map_err(|e| e.to_string())
@@ -109,8 +114,14 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     config.model.get_or_insert_with(|| "ladle-demo".to_owned());
+    // The demo's own upstream, whatever upstream settings the environment holds.
+    config.upstreams = vec![UpstreamSettings::single(
+        &url,
+        Secret::default(),
+        UpstreamProxy::Off,
+    )];
     let requested = config.listen;
-    let state = AppState::new(config, &url)?;
+    let state = AppState::new(config)?;
     let listener = TcpListener::from_std(listen(requested)?).map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout();
@@ -182,21 +193,15 @@ fn check(config: &Config) -> ExitCode {
     }
     // The upstream client is built as `serve` builds it, so `check` passing means
     // the proxy, the CA file and the URL are usable.
-    let client = match &config.upstream_url {
-        Some(url) => Upstream::new(
-            "default",
-            url,
-            config.upstream_api_key.clone(),
-            &ClientOptions::from_config(config),
-        )
-        .map(drop),
-        None => {
-            let _ = writeln!(
-                out,
-                "note    LADLE_UPSTREAM_URL is unset: `serve` needs it, `demo` does not"
-            );
-            upstream::check_options(&ClientOptions::from_config(config))
-        }
+    let client = if config.upstreams.is_empty() {
+        let _ = writeln!(
+            out,
+            "note    LADLE_UPSTREAM_URL (or LADLE_UPSTREAMS) is unset: `serve` needs it, \
+             `demo` does not"
+        );
+        upstream::check_options(&ClientOptions::from_config(config))
+    } else {
+        build_upstreams(config).map(drop)
     };
     match client {
         Ok(()) => {

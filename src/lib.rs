@@ -30,6 +30,7 @@ pub mod prompts;
 pub mod relay;
 pub mod retry;
 pub mod routes;
+pub mod routing;
 pub mod server;
 pub mod state;
 pub mod upstream;

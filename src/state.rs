@@ -37,18 +37,16 @@ impl axum::extract::FromRef<AppState> for Metrics {
 }
 
 impl AppState {
-    /// State for a config, with the upstream from `LADLE_UPSTREAM_URL` (or the one
-    /// given) and prompts from `LADLE_PROMPTS_DIR`.
-    pub fn new(config: Config, upstream_url: &str) -> Result<Self, String> {
-        let upstream = Upstream::new(
-            "default",
-            upstream_url,
-            config.upstream_api_key.clone(),
-            &ClientOptions::from_config(&config),
-        )?;
+    /// State for a config: its upstreams (`LADLE_UPSTREAMS`, or the single-upstream
+    /// settings) with their clients built, and prompts from `LADLE_PROMPTS_DIR`.
+    pub fn new(config: Config) -> Result<Self, String> {
+        let upstreams = build_upstreams(&config)?;
         let metrics = Metrics::new();
+        for upstream in &upstreams {
+            metrics.register_upstream(&upstream.name);
+        }
         let engine = Engine {
-            upstreams: vec![Arc::new(upstream)],
+            upstreams,
             idle_timeout: config.idle_timeout,
             first_output_timeout: config.first_output_timeout,
             busy_keywords: config.busy_keywords.clone(),
@@ -107,4 +105,26 @@ impl AppState {
     pub fn complete(&self, job: Job) -> impl Stream<Item = Progress> + Send + 'static {
         Completion::new(self.engine.clone(), job).into_stream()
     }
+}
+
+/// Every configured upstream with its client; an error names the upstream when
+/// there are several, and is the setting's own message when there is one.
+pub fn build_upstreams(config: &Config) -> Result<Vec<Arc<Upstream>>, String> {
+    if config.upstreams.is_empty() {
+        return Err("no upstream: set LADLE_UPSTREAM_URL or LADLE_UPSTREAMS".into());
+    }
+    let options = ClientOptions::from_config(config);
+    let several = config.upstreams.len() > 1;
+    config
+        .upstreams
+        .iter()
+        .map(|settings| {
+            Upstream::new(settings, &options)
+                .map(Arc::new)
+                .map_err(|e| match several {
+                    true => format!("LADLE_UPSTREAMS: upstream `{}`: {e}", settings.name),
+                    false => e,
+                })
+        })
+        .collect()
 }

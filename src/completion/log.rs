@@ -32,10 +32,7 @@ impl Completion {
             None if outcome == "cancelled" => (Some("cancelled"), Some("the client went away")),
             None => (None, None),
         };
-        let upstream = self
-            .engine
-            .upstream_for(self.attempt)
-            .map(|u| u.name.as_str());
+        let upstream = self.upstream().map(|u| u.name.as_str());
         tracing::info!(
             request_id = %self.job.request_id,
             route = self.job.route(),

@@ -10,8 +10,10 @@
 
 pub mod answer;
 pub mod attempt;
+mod failed;
 mod log;
 mod progress;
+mod route;
 
 pub use progress::{Finished, Progress};
 
@@ -29,12 +31,13 @@ use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use self::answer::Answer;
 use self::attempt::{Attempt, Received, Timers};
+use self::route::{Route, with_model};
 use crate::error::ApiError;
 use crate::failure::BusyKeywords;
 use crate::failure::{AttemptFailure, FailureKind};
 use crate::normalize::{self, OutputKind};
 use crate::ops::metrics::{InflightGuard, Metrics};
-use crate::retry::{Deadline, Decision, Failed, FailureClass, RetryPolicy};
+use crate::retry::{Deadline, RetryPolicy};
 use crate::upstream::Upstream;
 
 /// What every completion shares: upstreams, the in-flight limit, metrics.
@@ -53,14 +56,6 @@ pub struct Engine {
     pub queue_timeout: Duration,
     /// Where counters go.
     pub metrics: Metrics,
-}
-
-impl Engine {
-    /// Which upstream the given attempt goes to. One upstream today; fallback
-    /// between several only changes this answer.
-    fn upstream_for(&self, _attempt: u32) -> Option<&Arc<Upstream>> {
-        self.upstreams.first()
-    }
 }
 
 /// One request to complete.
@@ -121,6 +116,8 @@ pub struct Completion {
     engine: Arc<Engine>,
     job: Job,
     phase: Phase,
+    /// The request's way through the upstreams, from its first attempt on.
+    route: Option<Route>,
     attempt: u32,
     permit: Option<OwnedSemaphorePermit>,
     answer: Answer,
@@ -142,6 +139,7 @@ impl Completion {
         Completion {
             job,
             phase: Phase::Queued(None),
+            route: None,
             attempt: 0,
             permit: None,
             answer: Answer::default(),
@@ -173,26 +171,47 @@ impl Completion {
         })
     }
 
+    /// The current attempt's upstream (none before the first attempt).
+    fn upstream(&self) -> Option<&Arc<Upstream>> {
+        let route = self.route.as_ref()?;
+        self.engine.upstreams.get(route.current())
+    }
+
+    /// The model sent to the current upstream: its own, or the request's.
+    fn model_sent(&self) -> &str {
+        self.upstream()
+            .and_then(|u| u.model.as_deref())
+            .unwrap_or(&self.job.model)
+    }
+
     fn start_attempt(&mut self) -> Progress {
+        if self.route.is_none() {
+            match Route::start(&self.engine, rand::random::<f64>()) {
+                Some(route) => self.route = Some(route),
+                None => {
+                    let none = ApiError::UpstreamFailed("no upstream is configured".into());
+                    return self.on_refused(none);
+                }
+            }
+        }
         self.attempt += 1;
         self.answer = Answer::default();
-        let open: BoxFuture<'static, _> = match self.engine.upstream_for(self.attempt) {
-            None => {
-                let failure = FailureKind::Protocol("no upstream is configured".into());
-                Box::pin(std::future::ready(Err(AttemptFailure::new(failure))))
-            }
-            Some(upstream) => Box::pin(Attempt::open(
-                upstream.clone(),
-                self.job.body.clone(),
-                Timers {
-                    idle: self.engine.idle_timeout,
-                    first_output: self.engine.first_output_timeout,
-                    deadline: self.job.deadline,
-                },
-                self.job.wants_meta,
-            )),
+        let Some(route) = self.route.as_mut() else {
+            return self.on_refused(ApiError::UpstreamFailed("no route".into()));
         };
-        self.phase = Phase::Connecting(open);
+        route.enter();
+        let upstream = self.engine.upstreams[route.current()].clone();
+        let body = match &upstream.model {
+            Some(model) if *model != self.job.model => with_model(&self.job.body, model),
+            _ => self.job.body.clone(),
+        };
+        let timers = Timers {
+            idle: self.engine.idle_timeout,
+            first_output: self.engine.first_output_timeout,
+            deadline: self.job.deadline,
+        };
+        let open = Attempt::open(upstream, body, timers, self.job.wants_meta);
+        self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)
     }
 
@@ -206,13 +225,10 @@ impl Completion {
 
     fn on_chunk(&mut self, received: Received) -> Progress {
         self.answer.absorb(&received.chunk);
-        if let (Some(usage), Some(upstream)) = (
-            &received.chunk.usage,
-            self.engine.upstream_for(self.attempt),
-        ) {
+        if let (Some(usage), Some(upstream)) = (&received.chunk.usage, self.upstream()) {
             self.engine
                 .metrics
-                .tokens(&upstream.name, &self.job.model, usage);
+                .tokens(&upstream.name, self.model_sent(), usage);
         }
         if received.chunk.is_output() && !self.first_output_seen {
             self.first_output_seen = true;
@@ -236,9 +252,11 @@ impl Completion {
         };
         let elapsed = Instant::now() - self.job.deadline.started;
         self.log_attempt("ok", None, None);
-        self.engine.metrics.attempt("ok");
+        self.count_attempt("ok");
         self.phase = Phase::Over;
         let answer = std::mem::take(&mut self.answer);
+        let upstream = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
+        let model = self.model_sent().to_owned();
         Progress::Finished(Box::new(Finished {
             content: answer.content,
             reasoning: answer.reasoning,
@@ -247,51 +265,10 @@ impl Completion {
             meta: answer.meta,
             output,
             attempts: self.attempt,
+            upstream,
+            model,
             elapsed,
         }))
-    }
-
-    fn on_failure(&mut self, failure: AttemptFailure) -> Progress {
-        let output_began = matches!(&self.phase, Phase::Streaming(a) if a.output_began());
-        let class = failure.class(output_began, &self.engine.busy_keywords);
-        let failed = Failed {
-            attempt: self.attempt,
-            class,
-            output_began,
-            retry_after: failure.retry_after,
-        };
-        let now = Instant::now();
-        let draw = rand::random::<f64>();
-        let decision = self.job.policy.decide(failed, now, self.job.deadline, draw);
-        let outcome = failure.outcome(class);
-        self.engine.metrics.attempt(outcome);
-        let reason = match class {
-            FailureClass::Busy => "busy",
-            FailureClass::NotStarted => "not_started",
-            FailureClass::Other | FailureClass::Final => "failed",
-        };
-        let wait = match decision {
-            Decision::Wait(wait) => wait,
-            Decision::RetryNow => Duration::ZERO,
-            Decision::GiveUp => {
-                self.log_attempt(outcome, Some(&failure.kind), None);
-                self.phase = Phase::Over;
-                let hint = self.job.policy.backoff(self.attempt);
-                return Progress::Failed(failure.into_api_error(class, self.attempt, hint));
-            }
-        };
-        self.log_attempt(outcome, Some(&failure.kind), Some(wait));
-        self.engine.metrics.retry(reason);
-        self.phase = Phase::Waiting {
-            since: now,
-            until: now + wait,
-        };
-        Progress::Retry {
-            attempt: self.attempt,
-            reason,
-            wait,
-            output_began,
-        }
     }
 
     /// The request failed before any attempt (no in-flight slot in time).
@@ -371,7 +348,7 @@ impl Stream for Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         if matches!(self.phase, Phase::Connecting(_) | Phase::Streaming(_)) {
-            self.engine.metrics.attempt("cancelled");
+            self.count_attempt("cancelled");
             self.log_attempt("cancelled", None, None);
         }
         if !matches!(self.phase, Phase::Over) {

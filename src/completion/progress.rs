@@ -26,6 +26,8 @@ pub enum Progress {
         wait: Duration,
         /// Whether the failed attempt had produced output, which is now void.
         output_began: bool,
+        /// The upstream the next attempt goes to.
+        upstream: String,
     },
     /// The request succeeded (boxed: rare, and large beside a chunk).
     Finished(Box<Finished>),
@@ -50,6 +52,10 @@ pub struct Finished {
     pub output: Option<Value>,
     /// Attempts made, the successful one included.
     pub attempts: u32,
+    /// The upstream that answered.
+    pub upstream: String,
+    /// The model sent to it.
+    pub model: String,
     /// Time since the request arrived.
     pub elapsed: Duration,
 }

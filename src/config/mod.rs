@@ -13,6 +13,12 @@ use std::time::Duration;
 
 use crate::failure::BusyKeywords;
 
+mod proxy;
+mod upstreams;
+
+pub use proxy::UpstreamProxy;
+pub use upstreams::UpstreamSettings;
+
 /// The default busy keywords of the contract.
 pub const DEFAULT_BUSY_KEYWORDS: &str = "访问量较大,访问量过大,请求过多,稍后重试,稍后再试,暂时不可用,繁忙,overloaded,unavailable,busy,rate limit,too many requests";
 
@@ -43,40 +49,6 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Which proxy the upstream is reached through (`LADLE_UPSTREAM_PROXY`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum UpstreamProxy {
-    /// Unset: the standard `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY`
-    /// variables apply, as for any reqwest client.
-    #[default]
-    FromEnvironment,
-    /// `none`: no proxy, whatever the environment says.
-    Off,
-    /// An explicit `http://`, `https://` or `socks5://` URL; it may hold credentials.
-    Url(Secret),
-}
-
-impl UpstreamProxy {
-    fn parse(text: &str) -> Result<Self, ConfigError> {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("none") {
-            return Ok(UpstreamProxy::Off);
-        }
-        // The value is never echoed: it may carry a password.
-        let usable = url::Url::parse(text).is_ok_and(|url| {
-            matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") && url.has_host()
-        });
-        if usable {
-            Ok(UpstreamProxy::Url(Secret::new(text)))
-        } else {
-            Err(invalid(
-                "LADLE_UPSTREAM_PROXY",
-                "must be `none` or a URL starting with http://, https:// or socks5:// and naming a host",
-            ))
-        }
-    }
-}
-
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -97,6 +69,9 @@ pub struct Config {
     pub upstream_api_key: Secret,
     /// The proxy to the upstream.
     pub upstream_proxy: UpstreamProxy,
+    /// Every upstream, in listing order: `LADLE_UPSTREAMS`, or the single-upstream
+    /// settings as one named `default`; empty when neither is given.
+    pub upstreams: Vec<UpstreamSettings>,
     /// Model used when a request names none.
     pub model: Option<String>,
     /// Folder of prompt templates.
@@ -218,6 +193,21 @@ impl Sources<'_> {
             .map(Duration::from_millis)
     }
 
+    /// A list setting: JSON text in the environment, an array in the file.
+    fn list(&self, key: &'static str) -> Result<Option<serde_json::Value>, ConfigError> {
+        let file_key = key.trim_start_matches("LADLE_").to_ascii_lowercase();
+        let in_file = self.file.get(&file_key);
+        self.asked.borrow_mut().push(file_key);
+        if let Some(text) = (self.env)(key) {
+            return serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| invalid(key, format!("not JSON: {e}")));
+        }
+        in_file
+            .map(|value| serde_json::to_value(value).map_err(|e| invalid(key, e.to_string())))
+            .transpose()
+    }
+
     fn optional(&self, key: &'static str) -> Result<Option<String>, ConfigError> {
         Ok(self.raw(key)?.filter(|v| !v.trim().is_empty()))
     }
@@ -258,14 +248,38 @@ impl Config {
                 ));
             }
         };
+        let upstream_url = src.optional("LADLE_UPSTREAM_URL")?;
+        let upstream_api_key = Secret::new(src.string("LADLE_UPSTREAM_API_KEY", "")?);
+        let upstream_proxy = match src.optional("LADLE_UPSTREAM_PROXY")? {
+            None => UpstreamProxy::FromEnvironment,
+            Some(text) => UpstreamProxy::parse(&text)?,
+        };
+        let upstreams = match src.list("LADLE_UPSTREAMS")? {
+            Some(_)
+                if upstream_url.is_some()
+                    || !upstream_api_key.is_empty()
+                    || upstream_proxy != UpstreamProxy::FromEnvironment =>
+            {
+                return Err(invalid(
+                    "LADLE_UPSTREAMS",
+                    "is given with LADLE_UPSTREAM_URL, LADLE_UPSTREAM_API_KEY or \
+                     LADLE_UPSTREAM_PROXY: use one form, the list or the single settings",
+                ));
+            }
+            Some(list) => upstreams::parse(&list)?,
+            None => upstream_url
+                .iter()
+                .map(|url| {
+                    UpstreamSettings::single(url, upstream_api_key.clone(), upstream_proxy.clone())
+                })
+                .collect(),
+        };
         let config = Config {
+            upstreams,
             listen: src.parsed("LADLE_LISTEN", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
-            upstream_url: src.optional("LADLE_UPSTREAM_URL")?,
-            upstream_api_key: Secret::new(src.string("LADLE_UPSTREAM_API_KEY", "")?),
-            upstream_proxy: match src.optional("LADLE_UPSTREAM_PROXY")? {
-                None => UpstreamProxy::FromEnvironment,
-                Some(text) => UpstreamProxy::parse(&text)?,
-            },
+            upstream_url,
+            upstream_api_key,
+            upstream_proxy,
             model: src.optional("LADLE_MODEL")?,
             prompts_dir: PathBuf::from(src.string("LADLE_PROMPTS_DIR", "./prompts")?),
             admin_token: src.optional("LADLE_ADMIN_TOKEN")?.map(Secret::new),

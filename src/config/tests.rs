@@ -166,3 +166,36 @@ fn jitter_is_a_ratio_in_0_to_1_and_a_zero_first_output_timeout_is_off() {
         Config::load(None, &env_of(&[("LADLE_FIRST_OUTPUT_TIMEOUT_MS", "250")])).expect("valid");
     assert_eq!(on.first_output_timeout, Some(Duration::from_millis(250)));
 }
+
+#[test]
+fn several_upstreams_come_from_the_list_or_the_file_tables_never_both_forms() {
+    let list = r#"[{"name": "a", "url": "http://a/v1"}, {"name": "b", "url": "http://b/v1", "priority": 1}]"#;
+    let pairs: &'static [(&str, &str)] = Box::leak(Box::new([("LADLE_UPSTREAMS", list)]));
+    let config = Config::load(None, &env_of(pairs)).expect("valid");
+    let names: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let file = "[[upstreams]]\nname = \"x\"\nurl = \"https://x/v1\"\nweight = 2\n";
+    let config = Config::load(Some(file), &env_of(&[])).expect("valid");
+    assert_eq!(config.upstreams[0].weight, 2);
+    let single =
+        Config::load(None, &env_of(&[("LADLE_UPSTREAM_URL", "http://s/v1")])).expect("valid");
+    assert_eq!(single.upstreams[0].name, "default");
+    let both = Config::load(
+        Some(file),
+        &env_of(&[("LADLE_UPSTREAM_URL", "http://s/v1")]),
+    );
+    assert_eq!(error_key(both), "LADLE_UPSTREAMS");
+    let key_too: &'static [(&str, &str)] = Box::leak(Box::new([
+        ("LADLE_UPSTREAMS", list),
+        ("LADLE_UPSTREAM_API_KEY", "sk-x"),
+    ]));
+    assert_eq!(
+        error_key(Config::load(None, &env_of(key_too))),
+        "LADLE_UPSTREAMS"
+    );
+    let not_json: &'static [(&str, &str)] = Box::leak(Box::new([("LADLE_UPSTREAMS", "[{")]));
+    assert_eq!(
+        error_key(Config::load(None, &env_of(not_json))),
+        "LADLE_UPSTREAMS"
+    );
+}

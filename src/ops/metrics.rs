@@ -32,6 +32,9 @@ const BUCKETS: [f64; 14] = [
 
 static METADATA: Metadata<'static> = Metadata::new("ladle", Level::INFO, None);
 
+/// One counter per attempt outcome.
+type Outcomes = Vec<(&'static str, Counter)>;
+
 /// The app's metrics.
 #[derive(Clone)]
 pub struct Metrics {
@@ -41,7 +44,9 @@ pub struct Metrics {
 struct Inner {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    attempts: Vec<(&'static str, Counter)>,
+    /// `ladle_upstream_attempts_total` handles, per upstream then outcome,
+    /// registered when an upstream is (so every series renders from the start).
+    attempts: Mutex<Vec<(Box<str>, Outcomes)>>,
     retries: Vec<(&'static str, Counter)>,
     /// `ladle_requests_total` handles by route and status, made on first use: a
     /// lookup here costs no allocation, registering a key costs three.
@@ -73,7 +78,6 @@ impl Metrics {
                 })
                 .collect::<Vec<_>>()
         };
-        let attempts = labelled("ladle_upstream_attempts_total", "outcome", &OUTCOMES);
         let retries = labelled("ladle_retries_total", "reason", &REASONS);
         let duration = recorder
             .register_histogram(&Key::from_name("ladle_request_duration_seconds"), &METADATA);
@@ -89,7 +93,7 @@ impl Metrics {
             inner: Arc::new(Inner {
                 recorder,
                 handle,
-                attempts,
+                attempts: Mutex::default(),
                 retries,
                 requests: Mutex::default(),
                 duration,
@@ -99,9 +103,60 @@ impl Metrics {
         }
     }
 
-    /// Counts an ended attempt by outcome.
-    pub fn attempt(&self, outcome: &str) {
-        count(&self.inner.attempts, outcome);
+    /// Registers an upstream's series, so they render before its first attempt.
+    pub fn register_upstream(&self, upstream: &str) {
+        self.with_upstream(upstream, |_| ());
+    }
+
+    /// Counts an ended attempt by outcome and upstream.
+    pub fn attempt(&self, outcome: &str, upstream: &str) {
+        self.with_upstream(upstream, |counters| count(counters, outcome));
+    }
+
+    /// Counts a retry sent to another upstream than the attempt before.
+    pub fn fallback(&self, from: &str, to: &str) {
+        let labels = vec![
+            Label::new("from", from.to_owned()),
+            Label::new("to", to.to_owned()),
+        ];
+        let key = Key::from_parts("ladle_fallbacks_total", labels);
+        self.inner
+            .recorder
+            .register_counter(&key, &METADATA)
+            .increment(1);
+    }
+
+    fn with_upstream<T>(
+        &self,
+        upstream: &str,
+        f: impl FnOnce(&[(&'static str, Counter)]) -> T,
+    ) -> T {
+        // A poisoned lock only means another request panicked mid-lookup.
+        let mut known = self
+            .inner
+            .attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, counters)) = known.iter().find(|(name, _)| **name == *upstream) {
+            return f(counters);
+        }
+        let counters: Outcomes = OUTCOMES
+            .iter()
+            .map(|outcome| {
+                let labels = vec![
+                    Label::new("outcome", *outcome),
+                    Label::new("upstream", upstream.to_owned()),
+                ];
+                let key = Key::from_parts("ladle_upstream_attempts_total", labels);
+                (
+                    *outcome,
+                    self.inner.recorder.register_counter(&key, &METADATA),
+                )
+            })
+            .collect();
+        let answer = f(&counters);
+        known.push((upstream.into(), counters));
+        answer
     }
 
     /// Counts a retry by reason.
@@ -203,7 +258,11 @@ fn describe(recorder: &PrometheusRecorder) {
         ),
         (
             "ladle_upstream_attempts_total",
-            "Ended upstream attempts by outcome.",
+            "Ended upstream attempts by outcome and upstream.",
+        ),
+        (
+            "ladle_fallbacks_total",
+            "Retries sent to another upstream than the attempt before.",
         ),
         ("ladle_retries_total", "Retries by reason."),
         (
@@ -244,12 +303,13 @@ mod tests {
     #[test]
     fn every_contract_series_is_rendered_from_the_start() {
         let metrics = Metrics::new();
-        metrics.attempt("busy");
+        metrics.register_upstream("default");
+        metrics.attempt("busy", "default");
         metrics.request("/healthz", 200, Duration::from_millis(3));
         let text = metrics.render();
         for series in [
-            "ladle_upstream_attempts_total{outcome=\"busy\"} 1",
-            "ladle_upstream_attempts_total{outcome=\"ok\"} 0",
+            "ladle_upstream_attempts_total{outcome=\"busy\",upstream=\"default\"} 1",
+            "ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"default\"} 0",
             "ladle_retries_total{reason=\"not_started\"} 0",
             "ladle_requests_total{route=\"/healthz\",code=\"200\"} 1",
             "ladle_request_duration_seconds_bucket",

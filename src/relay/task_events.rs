@@ -88,11 +88,17 @@ fn events_for(step: Progress, call: &TaskCall) -> Vec<Event> {
             reason,
             wait,
             output_began,
+            upstream,
         } => {
             let wait_ms = wait.as_millis() as u64;
             let retry = event(
                 "retry",
-                &json!({ "attempt": attempt, "reason": reason, "wait_ms": wait_ms }),
+                &json!({
+                    "attempt": attempt,
+                    "reason": reason,
+                    "wait_ms": wait_ms,
+                    "upstream": upstream,
+                }),
             );
             let reset = output_began.then(|| event("reset", &json!({ "attempt": attempt + 1 })));
             std::iter::once(retry).chain(reset).collect()
@@ -115,7 +121,8 @@ fn result_body(finished: &Finished, call: &TaskCall) -> Value {
             "request_id": call.request_id,
             "attempts": finished.attempts,
             "elapsed_ms": finished.elapsed.as_millis() as u64,
-            "model": finished.meta.model.as_deref().unwrap_or(&call.model),
+            "model": finished.model,
+            "upstream": finished.upstream,
         },
     });
     if let Some(usage) = &finished.usage {

@@ -21,13 +21,19 @@ use futures_util::stream::BoxStream;
 pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
 use self::client::HttpTransport;
-use crate::config::{Secret, UpstreamProxy};
+use crate::config::{Secret, UpstreamProxy, UpstreamSettings};
 use crate::failure::FailureKind;
 
 /// One OpenAI-compatible upstream.
 pub struct Upstream {
-    /// A short name for logs and metrics.
+    /// A short name for logs, metrics, events and `meta`.
     pub name: String,
+    /// Replaces the `model` of every call to this upstream.
+    pub model: Option<String>,
+    /// Lower is tried first.
+    pub priority: u32,
+    /// Shares first attempts among usable upstreams of one priority.
+    pub weight: u32,
     transport: Arc<dyn Transport>,
     /// The key and the proxy's credentials: removed from any text that leaves.
     secrets: Vec<Secret>,
@@ -65,15 +71,22 @@ pub struct UpstreamResponse {
 }
 
 impl Upstream {
-    /// An upstream at `base_url` (requests go to `{base_url}/chat/completions`).
-    pub fn new(
-        name: &str,
-        base_url: &str,
-        api_key: Secret,
-        options: &ClientOptions,
-    ) -> Result<Self, String> {
-        let transport = HttpTransport::new(base_url, &api_key, options)?;
-        let mut upstream = Upstream::with_transport(name, Arc::new(transport), api_key);
+    /// An upstream as configured (requests go to `{url}/chat/completions`), through
+    /// its own proxy setting.
+    pub fn new(settings: &UpstreamSettings, options: &ClientOptions) -> Result<Self, String> {
+        let options = ClientOptions {
+            proxy: settings.proxy.clone(),
+            ..options.clone()
+        };
+        let transport = HttpTransport::new(&settings.url, &settings.api_key, &options)?;
+        let mut upstream = Upstream::with_transport(
+            &settings.name,
+            Arc::new(transport),
+            settings.api_key.clone(),
+        );
+        upstream.model = settings.model.clone();
+        upstream.priority = settings.priority;
+        upstream.weight = settings.weight;
         if let UpstreamProxy::Url(proxy) = &options.proxy {
             upstream.secrets.extend(proxy_password(proxy.expose()));
         }
@@ -84,6 +97,9 @@ impl Upstream {
     pub fn with_transport(name: &str, transport: Arc<dyn Transport>, api_key: Secret) -> Self {
         Upstream {
             name: name.to_owned(),
+            model: None,
+            priority: 0,
+            weight: 1,
             transport,
             secrets: vec![api_key],
         }
@@ -178,16 +194,12 @@ mod tests {
 
     #[test]
     fn scrub_removes_the_key_from_echoed_text() {
-        let upstream = Upstream::new(
-            "u",
+        let settings = UpstreamSettings::single(
             "http://127.0.0.1:1",
             Secret::new("sk-abcdef"),
-            &ClientOptions {
-                proxy: UpstreamProxy::Url(Secret::new("http://proxyuser:pr0xy-pass@127.0.0.1:3")),
-                ..ClientOptions::default()
-            },
-        )
-        .expect("client builds");
+            UpstreamProxy::Url(Secret::new("http://proxyuser:pr0xy-pass@127.0.0.1:3")),
+        );
+        let upstream = Upstream::new(&settings, &ClientOptions::default()).expect("client builds");
         assert_eq!(
             upstream.scrub("bad key sk-abcdef given via proxyuser:pr0xy-pass"),
             "bad key [redacted] given via [redacted]:[redacted]"

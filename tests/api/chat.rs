@@ -140,7 +140,7 @@ async fn a_client_that_disconnects_closes_the_upstream_socket() {
         ms(gone, closed)
     );
     assert_eq!(
-        app.metric("ladle_upstream_attempts_total{outcome=\"cancelled\"}")
+        app.metric("ladle_upstream_attempts_total{outcome=\"cancelled\",upstream=\"default\"}")
             .await,
         1.0
     );

@@ -25,7 +25,7 @@ async fn busy_503_twice_then_success_waits_the_backoff_between_attempts() {
         2.0
     );
     assert_eq!(
-        app.metric("ladle_upstream_attempts_total{outcome=\"ok\"}")
+        app.metric("ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"default\"}")
             .await,
         1.0
     );

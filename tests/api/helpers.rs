@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ladle::app::{self, AppState};
-use ladle::config::{Config, Secret};
+use ladle::config::{Config, Secret, UpstreamSettings};
 use serde_json::Value;
 
 use crate::mock_upstream::MockUpstream;
@@ -105,15 +105,28 @@ pub async fn spawn_gateway(config: Config, upstream_url: &str) -> String {
 /// Serves a gateway until `shutdown` resolves; returns its base URL and the
 /// server's handle, which ends when the server has stopped.
 pub async fn spawn_gateway_until(
-    config: Config,
+    mut config: Config,
     upstream_url: &str,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    config.upstreams = vec![UpstreamSettings::single(
+        upstream_url,
+        config.upstream_api_key.clone(),
+        config.upstream_proxy.clone(),
+    )];
+    serve_config(config, shutdown).await
+}
+
+/// Serves a gateway for `config` as it is (its own `upstreams`).
+pub async fn serve_config(
+    config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind gateway");
     let base = format!("http://{}", listener.local_addr().expect("gateway address"));
-    let state = AppState::new(config, upstream_url).expect("state builds");
+    let state = AppState::new(config).expect("state builds");
     (base, tokio::spawn(app::serve(listener, state, shutdown)))
 }
 

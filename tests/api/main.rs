@@ -7,6 +7,7 @@ mod chat;
 mod cli;
 mod drill;
 mod failures;
+mod fallback;
 mod helpers;
 mod logs;
 mod mock_upstream;

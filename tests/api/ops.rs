@@ -48,7 +48,8 @@ async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_succ
         "deadline",
         "cancelled",
     ] {
-        let series = format!("ladle_upstream_attempts_total{{outcome=\"{outcome}\"}}");
+        let series =
+            format!("ladle_upstream_attempts_total{{outcome=\"{outcome}\",upstream=\"default\"}}");
         assert_eq!(value(&before, &series), Some(0.0), "{series}");
     }
     for reason in ["busy", "not_started", "failed"] {
@@ -59,10 +60,22 @@ async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_succ
     assert!(after.contains("# TYPE ladle_requests_total counter"));
     let moved = [
         ("ladle_retries_total{reason=\"busy\"}", 1.0),
-        ("ladle_upstream_attempts_total{outcome=\"busy\"}", 1.0),
-        ("ladle_upstream_attempts_total{outcome=\"ok\"}", 1.0),
-        ("ladle_upstream_attempts_total{outcome=\"rejected\"}", 1.0),
-        ("ladle_upstream_attempts_total{outcome=\"failed\"}", 0.0),
+        (
+            "ladle_upstream_attempts_total{outcome=\"busy\",upstream=\"default\"}",
+            1.0,
+        ),
+        (
+            "ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"default\"}",
+            1.0,
+        ),
+        (
+            "ladle_upstream_attempts_total{outcome=\"rejected\",upstream=\"default\"}",
+            1.0,
+        ),
+        (
+            "ladle_upstream_attempts_total{outcome=\"failed\",upstream=\"default\"}",
+            0.0,
+        ),
         (
             "ladle_requests_total{route=\"/v1/chat/completions\",code=\"200\"}",
             1.0,
@@ -231,7 +244,7 @@ async fn an_endless_upstream_line_fails_the_attempt_instead_of_growing_memory() 
         );
     }
     assert_eq!(
-        app.metric("ladle_upstream_attempts_total{outcome=\"failed\"}")
+        app.metric("ladle_upstream_attempts_total{outcome=\"failed\",upstream=\"default\"}")
             .await,
         2.0
     );

@@ -106,7 +106,7 @@ async fn busy_then_success_streams_attempt_retry_attempt_deltas_and_result() {
     assert_eq!(events[0].1, json!({"attempt": 1}));
     assert_eq!(
         events[1].1,
-        json!({"attempt": 1, "reason": "busy", "wait_ms": 20})
+        json!({"attempt": 1, "reason": "busy", "wait_ms": 20, "upstream": "default"})
     );
     assert_eq!(events[2].1, json!({"attempt": 2}));
     let (_, result) = events.last().expect("a result");
@@ -134,7 +134,7 @@ async fn a_retry_after_output_began_sends_reset_before_the_next_attempt() {
     let retry = events.iter().find(|(e, _)| e == "retry").expect("a retry");
     assert_eq!(
         retry.1,
-        json!({"attempt": 1, "reason": "failed", "wait_ms": 0})
+        json!({"attempt": 1, "reason": "failed", "wait_ms": 0, "upstream": "default"})
     );
     let reset = events.iter().find(|(e, _)| e == "reset").expect("a reset");
     assert_eq!(reset.1, json!({"attempt": 2}));

@@ -63,7 +63,7 @@ async fn an_idle_connection_the_upstream_closed_is_not_reused() {
         "the closed connection cost no attempt"
     );
     assert_eq!(
-        app.metric("ladle_upstream_attempts_total{outcome=\"ok\"}")
+        app.metric("ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"default\"}")
             .await,
         2.0
     );

@@ -1,0 +1,43 @@
+//! `LADLE_UPSTREAM_PROXY` and an upstream's `proxy`: the environment's proxies,
+//! none, or an explicit URL that may hold credentials (a secret).
+
+use super::{ConfigError, Secret, invalid};
+
+/// Which proxy the upstream is reached through (`LADLE_UPSTREAM_PROXY`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum UpstreamProxy {
+    /// Unset: the standard `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY`
+    /// variables apply, as for any reqwest client.
+    #[default]
+    FromEnvironment,
+    /// `none`: no proxy, whatever the environment says.
+    Off,
+    /// An explicit `http://`, `https://` or `socks5://` URL; it may hold credentials.
+    Url(Secret),
+}
+
+impl UpstreamProxy {
+    pub(super) fn parse(text: &str) -> Result<Self, ConfigError> {
+        Self::parse_for("LADLE_UPSTREAM_PROXY", text)
+    }
+
+    /// `parse`, for a setting named `key`.
+    pub(super) fn parse_for(key: &'static str, text: &str) -> Result<Self, ConfigError> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("none") {
+            return Ok(UpstreamProxy::Off);
+        }
+        // The value is never echoed: it may carry a password.
+        let usable = url::Url::parse(text).is_ok_and(|url| {
+            matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") && url.has_host()
+        });
+        if usable {
+            Ok(UpstreamProxy::Url(Secret::new(text)))
+        } else {
+            Err(invalid(
+                key,
+                "must be `none` or a URL starting with http://, https:// or socks5:// and naming a host",
+            ))
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The retry policy: whether a failed attempt is worth another, and after how long.
+//!
+//! Everything here is a pure function of its arguments. It reads no clock and never
+//! sleeps, so every row of the contract's retry tables is a one-line unit test with
+//! instants built by offsetting a base instant. `completion` is the only caller, and
+//! the only code that waits.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How a failed attempt is retried (contract section 2, "Attempt failures").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// The upstream said it is busy (503, 429, or a busy keyword).
+    Busy,
+    /// The attempt died before any output: nothing was lost, so it is worth waiting.
+    NotStarted,
+    /// Something broke that one quick retry may fix, if it happened early.
+    Other,
+    /// Retrying cannot help (a 4xx, or the deadline passed).
+    Final,
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Wait this long, then try again.
+    Wait(Duration),
+    /// Try again at once.
+    RetryNow,
+    /// Stop and report the failure.
+    GiveUp,
+}
+
+/// The one budget a request has, fixed when it arrived and shared by every attempt,
+/// every wait and every read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    /// When the request arrived.
+    pub started: Instant,
+    /// When the request must be over.
+    pub at: Instant,
+}
+
+impl Deadline {
+    /// A deadline `budget` after `started`.
+    pub fn after(started: Instant, budget: Duration) -> Self {
+        Deadline {
+            started,
+            at: started + budget,
+        }
+    }
+
+    /// Budget left at `now` (zero once passed).
+    pub fn remaining(&self, now: Instant) -> Duration {
+        self.at.saturating_duration_since(now)
+    }
+}
+
+/// The knobs of the retry policy; one value per request, since tasks bring their own
+/// `min_remaining`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Upstream attempts per request, the first included.
+    pub max_attempts: u32,
+    /// The first back-off; doubles per attempt.
+    pub backoff_base: Duration,
+    /// The back-off cap.
+    pub backoff_max: Duration,
+    /// `Other` failures are retried once, only when attempt 1 failed within this window.
+    pub early_retry_window: Duration,
+    /// A busy/not-started retry must leave at least this much budget after its wait.
+    pub min_remaining: Duration,
+    /// Whether a retry may follow output the caller has already seen. A committed
+    /// OpenAI stream cannot take its words back, so it never retries after output.
+    pub retry_after_output: bool,
+    /// `j` in [0, 1]: a back-off is multiplied by a factor in [1−j, 1+j].
+    pub jitter: f64,
+}
+
+/// One failed attempt, as the policy sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failed {
+    /// The 1-based number of the attempt that failed.
+    pub attempt: u32,
+    /// How it failed.
+    pub class: FailureClass,
+    /// Whether this attempt had produced output before it failed.
+    pub output_began: bool,
+    /// What the next attempt's upstream asked for in `Retry-After` earlier in this
+    /// request, if anything.
+    pub retry_after: Option<Duration>,
+    /// The next attempt goes to an upstream this request has not tried yet: a
+    /// fallback, made at once (the min-remaining rule still applies).
+    pub fallback: bool,
+}
+
+impl RetryPolicy {
+    /// The back-off after attempt `attempt` (1-based): base × 2^(attempt−1), capped.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(20);
+        self.backoff_base
+            .saturating_mul(1u32 << doublings)
+            .min(self.backoff_max)
+    }
+
+    /// The back-off after attempt `attempt`, jittered: `draw` is a uniform draw in
+    /// [0, 1) made by the caller, so this stays a pure function.
+    pub fn jittered_backoff(&self, attempt: u32, draw: f64) -> Duration {
+        let factor = 1.0 - self.jitter + 2.0 * self.jitter * draw.clamp(0.0, 1.0);
+        self.backoff(attempt).mul_f64(factor)
+    }
+
+    /// Decides what follows a failed attempt, with `draw` (uniform in [0, 1)) for
+    /// the jitter. Pure: reads no clock, draws no number, never sleeps.
+    pub fn decide(&self, failed: Failed, now: Instant, deadline: Deadline, draw: f64) -> Decision {
+        if failed.attempt >= self.max_attempts || now >= deadline.at {
+            return Decision::GiveUp;
+        }
+        if failed.output_began && !self.retry_after_output {
+            return Decision::GiveUp;
+        }
+        match failed.class {
+            FailureClass::Busy | FailureClass::NotStarted => {
+                // A `Retry-After` stays a lower bound; the min-remaining rule
+                // below judges the wait chosen.
+                let wait = if failed.fallback {
+                    Duration::ZERO
+                } else {
+                    self.jittered_backoff(failed.attempt, draw)
+                        .max(failed.retry_after.unwrap_or_default())
+                };
+                let left_after_wait = deadline.remaining(now).checked_sub(wait);
+                match left_after_wait {
+                    Some(left) if left >= self.min_remaining => Decision::Wait(wait),
+                    _ => Decision::GiveUp,
+                }
+            }
+            FailureClass::Other => {
+                let early =
+                    now.saturating_duration_since(deadline.started) <= self.early_retry_window;
+                if failed.attempt == 1 && early {
+                    Decision::RetryNow
+                } else {
+                    Decision::GiveUp
+                }
+            }
+            FailureClass::Final => Decision::GiveUp,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

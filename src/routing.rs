@@ -1,0 +1,140 @@
+//! Which upstream an attempt goes to (contract 6.1), as pure functions: the order
+//! of one request, fixed when it starts, and the next usable upstream after the one
+//! that failed. Breaker state and randomness come in as arguments, so every rule is
+//! a unit test.
+
+/// What the order needs to know of one upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// Lower is tried first.
+    pub priority: u32,
+    /// Shares first attempts among usable upstreams of one priority.
+    pub weight: u32,
+    /// Not open, and not half-open with its probe in flight.
+    pub usable: bool,
+}
+
+/// The order of one request, as indexes into `candidates`: first a usable upstream
+/// of the lowest priority number among usable ones, picked by weight with `draw`
+/// (uniform in [0, 1)); then every other upstream by priority, then higher weight,
+/// then listing order. `None` when no upstream is usable.
+pub fn request_order(candidates: &[Candidate], draw: f64) -> Option<Vec<usize>> {
+    let best = candidates
+        .iter()
+        .filter(|c| c.usable)
+        .map(|c| c.priority)
+        .min()?;
+    let group: Vec<usize> = (0..candidates.len())
+        .filter(|&i| candidates[i].usable && candidates[i].priority == best)
+        .collect();
+    let total: u64 = group.iter().map(|&i| u64::from(candidates[i].weight)).sum();
+    let target = (draw.clamp(0.0, 1.0) * total as f64) as u64;
+    let mut passed = 0;
+    let first = group
+        .iter()
+        .copied()
+        .find(|&i| {
+            passed += u64::from(candidates[i].weight);
+            passed > target
+        })
+        .or(group.last().copied())?;
+    let mut rest: Vec<usize> = (0..candidates.len()).filter(|&i| i != first).collect();
+    rest.sort_by_key(|&i| {
+        (
+            candidates[i].priority,
+            std::cmp::Reverse(candidates[i].weight),
+            i,
+        )
+    });
+    let mut order = Vec::with_capacity(candidates.len());
+    order.push(first);
+    order.extend(rest);
+    Some(order)
+}
+
+/// The position in `order` of the next usable upstream after position `from`,
+/// wrapping round and ending with `from` itself (with one upstream, that same one).
+pub fn next_after(order: &[usize], from: usize, usable: impl Fn(usize) -> bool) -> Option<usize> {
+    (1..=order.len())
+        .map(|step| (from + step) % order.len())
+        .find(|&position| usable(order[position]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn up(priority: u32, weight: u32) -> Candidate {
+        Candidate {
+            priority,
+            weight,
+            usable: true,
+        }
+    }
+
+    #[test]
+    fn the_first_is_picked_by_weight_among_the_lowest_priority() {
+        let all = [up(1, 1), up(0, 1), up(0, 3)];
+        assert_eq!(request_order(&all, 0.0), Some(vec![1, 2, 0]));
+        assert_eq!(request_order(&all, 0.24), Some(vec![1, 2, 0]));
+        assert_eq!(request_order(&all, 0.25), Some(vec![2, 1, 0]));
+        assert_eq!(request_order(&all, 0.99), Some(vec![2, 1, 0]));
+    }
+
+    #[test]
+    fn the_rest_follow_by_priority_then_higher_weight_then_listing() {
+        let all = [up(2, 1), up(1, 1), up(1, 5), up(0, 1), up(2, 1)];
+        assert_eq!(request_order(&all, 0.5), Some(vec![3, 2, 1, 0, 4]));
+    }
+
+    #[test]
+    fn unusable_upstreams_are_never_first_and_none_usable_is_none() {
+        let mut all = [up(0, 9), up(1, 1)];
+        all[0].usable = false;
+        assert_eq!(request_order(&all, 0.0), Some(vec![1, 0]));
+        all[1].usable = false;
+        assert_eq!(request_order(&all, 0.5), None);
+    }
+
+    #[test]
+    fn the_next_usable_wraps_round_to_the_same_one() {
+        let order = [2, 0, 1];
+        assert_eq!(next_after(&order, 0, |_| true), Some(1));
+        assert_eq!(next_after(&order, 2, |_| true), Some(0));
+        assert_eq!(next_after(&order, 0, |i| i == 1), Some(2));
+        assert_eq!(next_after(&order, 1, |i| i == 0), Some(1), "only itself");
+        assert_eq!(next_after(&order, 1, |_| false), None);
+        assert_eq!(next_after(&[0], 0, |_| true), Some(0));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+            )),
+            ..ProptestConfig::with_cases(256)
+        })]
+
+        /// Over evenly spread draws, each upstream of the lowest priority comes
+        /// first in proportion to its weight, exactly.
+        #[test]
+        fn first_attempts_are_shared_by_weight(
+            weights in proptest::collection::vec(1u32..10, 1..6),
+        ) {
+            let all: Vec<Candidate> = weights.iter().map(|&w| up(0, w)).collect();
+            let total: u32 = weights.iter().sum();
+            let draws = total * 100;
+            let mut firsts = vec![0u32; weights.len()];
+            for k in 0..draws {
+                let draw = (f64::from(k) + 0.5) / f64::from(draws);
+                let order = request_order(&all, draw).expect("all usable");
+                prop_assert_eq!(order.len(), all.len());
+                firsts[order[0]] += 1;
+            }
+            for (i, &w) in weights.iter().enumerate() {
+                prop_assert_eq!(firsts[i], w * 100);
+            }
+        }
+    }
+}

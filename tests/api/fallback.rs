@@ -1,0 +1,196 @@
+//! Several upstreams (contract 6.1): the order of a request, fallback to the next
+//! upstream at once, priority and weight, the per-upstream model, and what names
+//! the upstream in events, `meta` and metrics.
+
+use std::time::Duration;
+
+use ladle::config::{Secret, UpstreamProxy, UpstreamSettings};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::helpers::*;
+use crate::mock_upstream::*;
+
+fn upstream(name: &str, url: &str, priority: u32, weight: u32) -> UpstreamSettings {
+    UpstreamSettings {
+        name: name.to_owned(),
+        priority,
+        weight,
+        ..UpstreamSettings::single(url, Secret::new(API_KEY), UpstreamProxy::Off)
+    }
+}
+
+/// A gateway in front of `upstreams`, with back-offs long enough (300 ms) that an
+/// immediate fallback is plain to see.
+async fn gateway(upstreams: Vec<UpstreamSettings>) -> String {
+    let prompts_dir = prompts_copy();
+    let mut config = fast_config(&prompts_dir);
+    config.backoff_base = Duration::from_millis(300);
+    config.backoff_max = Duration::from_millis(300);
+    config.min_remaining = Duration::from_millis(500);
+    config.upstreams = upstreams;
+    serve_config(config, std::future::pending()).await.0
+}
+
+async fn chat(base: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("gateway answers")
+}
+
+async fn metric(base: &str, series: &str) -> f64 {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_busy_first_upstream_falls_back_to_the_second_at_once() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.fallback(status(503, r#"{"error":{"message":"busy"}}"#));
+    b.push([sse_answer(&["备用"])]);
+    let base = gateway(vec![
+        upstream("a", &a.url, 0, 1),
+        upstream("b", &b.url, 1, 1),
+    ])
+    .await;
+    let started = Instant::now();
+    let body = json_of(chat(&base).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "备用");
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "no back-off before a fallback"
+    );
+    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_eq!(
+        metric(&base, "ladle_fallbacks_total{from=\"a\",to=\"b\"}").await,
+        1.0
+    );
+    let busy = "ladle_upstream_attempts_total{outcome=\"busy\",upstream=\"a\"}";
+    assert_eq!(metric(&base, busy).await, 1.0);
+    let ok = "ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"b\"}";
+    assert_eq!(metric(&base, ok).await, 1.0);
+}
+
+#[tokio::test]
+async fn a_refused_or_stalled_upstream_falls_back_too() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}/v1", listener.local_addr().expect("address"))
+    };
+    let (stalled, good) = (MockUpstream::start().await, MockUpstream::start().await);
+    stalled.fallback(sse(vec![Step::Stall]));
+    good.cycle([sse_answer(&["好"])]);
+    for first in [closed.as_str(), stalled.url.as_str()] {
+        let base = gateway(vec![
+            upstream("a", first, 0, 1),
+            upstream("b", &good.url, 1, 1),
+        ])
+        .await;
+        let body = json_of(chat(&base).await).await;
+        assert_eq!(
+            body["choices"][0]["message"]["content"], "好",
+            "first: {first}"
+        );
+    }
+    assert_eq!(good.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn back_on_an_upstream_already_tried_waits_the_back_off() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.push([status(503, "{}"), sse_answer(&["再来"])]);
+    b.push([status(503, "{}")]);
+    let base = gateway(vec![
+        upstream("a", &a.url, 0, 1),
+        upstream("b", &b.url, 1, 1),
+    ])
+    .await;
+    let started = Instant::now();
+    let body = json_of(chat(&base).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "再来");
+    // a (busy) → b at once (busy) → a again after attempt 2's back-off (300 ms).
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_millis(1000),
+        "{took:?}"
+    );
+    assert_eq!((a.requests().len(), b.requests().len()), (2, 1));
+}
+
+#[tokio::test]
+async fn the_lowest_priority_goes_first_and_weights_share_first_attempts() {
+    let (low, heavy, light) = (
+        MockUpstream::start().await,
+        MockUpstream::start().await,
+        MockUpstream::start().await,
+    );
+    for mock in [&low, &heavy, &light] {
+        mock.cycle([sse_answer(&["x"])]);
+    }
+    let base = gateway(vec![
+        upstream("low", &low.url, 1, 100),
+        upstream("heavy", &heavy.url, 0, 3),
+        upstream("light", &light.url, 0, 1),
+    ])
+    .await;
+    for _ in 0..80 {
+        assert_eq!(chat(&base).await.status(), 200);
+    }
+    assert_eq!(
+        low.requests().len(),
+        0,
+        "priority 1 waits while priority 0 answers"
+    );
+    let (h, l) = (heavy.requests().len(), light.requests().len());
+    assert_eq!(h + l, 80);
+    // 3:1 expects 60:20; a generous band keeps chance from failing the test.
+    assert!((45..=75).contains(&h), "heavy {h}, light {l}");
+}
+
+#[tokio::test]
+async fn a_task_names_the_next_upstream_and_meta_names_the_one_that_answered() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.fallback(status(429, "{}"));
+    b.push([sse_answer(&[r#"{"ideas": ["番茄炒蛋"]}"#])]);
+    let mut second = upstream("b", &b.url, 1, 1);
+    second.model = Some("b-model".into());
+    let base = gateway(vec![upstream("a", &a.url, 0, 1), second]).await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/tasks/fridge"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"ingredients": ["鸡蛋"]}))
+        .send()
+        .await
+        .expect("answer");
+    let events = sse_events(&response.text().await.expect("body"));
+    let retry = events
+        .iter()
+        .find(|(e, _)| e == "retry")
+        .expect("a retry event");
+    let retry: serde_json::Value = serde_json::from_str(&retry.1).expect("JSON");
+    assert_eq!(retry["upstream"], "b");
+    assert_eq!(retry["wait_ms"], 0);
+    let result = events
+        .iter()
+        .find(|(e, _)| e == "result")
+        .expect("a result");
+    let result: serde_json::Value = serde_json::from_str(&result.1).expect("JSON");
+    assert_eq!(result["meta"]["upstream"], "b");
+    assert_eq!(result["meta"]["model"], "b-model");
+    assert_eq!(a.requests()[0].body["model"], "test-model");
+    assert_eq!(
+        b.requests()[0].body["model"],
+        "b-model",
+        "the model sent to b"
+    );
+}
