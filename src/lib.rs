@@ -18,6 +18,8 @@
 //! leaves a handler is an `ApiError`.
 
 pub mod app;
+pub mod breaker;
+pub mod budget;
 pub mod cli;
 pub mod completion;
 pub mod config;

@@ -1,7 +1,7 @@
 //! The shared state every handler may use, and how a request becomes a job for
 //! the attempt loop.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,7 +9,9 @@ use futures_util::Stream;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::completion::{Completion, Engine, Job, Progress};
+use crate::breaker::{Breaker, State};
+use crate::budget::RetryBudget;
+use crate::completion::{Completion, Engine, Guards, Job, Progress};
 use crate::config::Config;
 use crate::ops::metrics::Metrics;
 use crate::ops::request_id::RequestId;
@@ -42,11 +44,25 @@ impl AppState {
     pub fn new(config: Config) -> Result<Self, String> {
         let upstreams = build_upstreams(&config)?;
         let metrics = Metrics::new();
-        for upstream in &upstreams {
-            metrics.register_upstream(&upstream.name);
-        }
+        let breakers = config.breaker.applies(upstreams.len());
+        let now = Instant::now();
+        let guards = upstreams
+            .iter()
+            .map(|upstream| {
+                metrics.register_upstream(&upstream.name);
+                if breakers {
+                    metrics.breaker_state(&upstream.name, State::Closed.gauge());
+                }
+                Guards {
+                    breaker: breakers
+                        .then(|| Mutex::new(Breaker::new(config.breaker_settings, now))),
+                    budget: Mutex::new(RetryBudget::new(config.retry_budget)),
+                }
+            })
+            .collect();
         let engine = Engine {
             upstreams,
+            guards,
             idle_timeout: config.idle_timeout,
             first_output_timeout: config.first_output_timeout,
             busy_keywords: config.busy_keywords.clone(),

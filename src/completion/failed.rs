@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::route::Next;
 use super::{Completion, Phase, Progress};
+use crate::breaker::Counted;
 use crate::failure::{AttemptFailure, FailureKind};
 use crate::retry::{Decision, Failed, FailureClass};
 
@@ -14,14 +16,19 @@ impl Completion {
         let output_began = matches!(&self.phase, Phase::Streaming(a) if a.output_began());
         let class = failure.class(output_began, &self.engine.busy_keywords);
         let outcome = failure.outcome(class);
-        self.count_attempt(outcome);
+        let counted = match (outcome, &failure.kind) {
+            (_, FailureKind::InvalidOutput(_)) | ("rejected" | "deadline", _) => Counted::Neither,
+            _ => Counted::Failure,
+        };
+        self.count_attempt(outcome, counted);
         let now = Instant::now();
         // A TLS failure is never retried on that upstream; another one not tried
         // yet is tried at once.
         let untrusted = matches!(failure.kind, FailureKind::Tls(_));
+        let engine = &self.engine;
         let next = self.route.as_mut().and_then(|route| {
             route.remember_retry_after(failure.retry_after);
-            route.next(untrusted)
+            route.next(engine, untrusted, now)
         });
         let decision = match next {
             None => Decision::GiveUp,
@@ -49,19 +56,23 @@ impl Completion {
             FailureClass::NotStarted => "not_started",
             FailureClass::Other | FailureClass::Final => "failed",
         };
-        let (wait, Some(next)) = (
-            match decision {
-                Decision::Wait(wait) => wait,
-                Decision::RetryNow | Decision::GiveUp => Duration::ZERO,
-            },
-            next.filter(|_| decision != Decision::GiveUp),
-        ) else {
-            self.log_attempt(outcome, Some(&failure.kind), None);
+        let wait = match decision {
+            Decision::Wait(wait) => wait,
+            Decision::RetryNow | Decision::GiveUp => Duration::ZERO,
+        };
+        // A retry to an upstream this request called before spends its budget; a
+        // fallback is a first attempt and needs none.
+        let next = next.filter(|_| decision != Decision::GiveUp);
+        let throttled = next.is_some_and(|next| {
+            !next.untried && !self.engine.try_retry(self.upstream_index_at(next), now)
+        });
+        let Some(next) = next.filter(|_| !throttled) else {
+            self.log_attempt(outcome, Some(&failure.kind), None, throttled);
             self.phase = Phase::Over;
             let hint = self.job.policy.backoff(self.attempt);
             return Progress::Failed(failure.into_api_error(class, self.attempt, hint));
         };
-        self.log_attempt(outcome, Some(&failure.kind), Some(wait));
+        self.log_attempt(outcome, Some(&failure.kind), Some(wait), false);
         self.engine.metrics.retry(reason);
         let from = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
         if let Some(route) = self.route.as_mut() {
@@ -84,10 +95,22 @@ impl Completion {
         }
     }
 
-    /// Counts an ended attempt by outcome and upstream.
-    pub(super) fn count_attempt(&self, outcome: &str) {
-        if let Some(upstream) = self.upstream() {
-            self.engine.metrics.attempt(outcome, &upstream.name);
-        }
+    /// Counts an ended attempt by outcome and upstream, and tells its breaker.
+    pub(super) fn count_attempt(&mut self, outcome: &str, counted: Counted) {
+        let Some(index) = self.route.as_ref().map(|route| route.current()) else {
+            return;
+        };
+        self.engine
+            .metrics
+            .attempt(outcome, &self.engine.upstreams[index].name);
+        let probe = std::mem::take(&mut self.probe);
+        self.engine.record(index, counted, probe, Instant::now());
+    }
+
+    /// The upstream index the `next` attempt would go to.
+    fn upstream_index_at(&self, next: Next) -> usize {
+        self.route
+            .as_ref()
+            .map_or(0, |route| route.index_at(next.position))
     }
 }

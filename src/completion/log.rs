@@ -25,6 +25,7 @@ impl Completion {
         outcome: &str,
         failure: Option<&FailureKind>,
         retry_in: Option<Duration>,
+        throttled: bool,
     ) {
         let decision = if retry_in.is_some() { "retry" } else { "stop" };
         let (reason, detail) = match failure {
@@ -45,6 +46,7 @@ impl Completion {
             wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
             reason,
             detail,
+            throttled = throttled.then_some(true),
             "attempt ended"
         );
     }

@@ -10,11 +10,13 @@
 
 pub mod answer;
 pub mod attempt;
+mod engine;
 mod failed;
 mod log;
 mod progress;
 mod route;
 
+pub use engine::{Engine, Guards};
 pub use progress::{Finished, Progress};
 
 use std::future::Future;
@@ -26,37 +28,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use self::answer::Answer;
 use self::attempt::{Attempt, Received, Timers};
 use self::route::{Route, with_model};
+use crate::breaker::{Admission, Counted};
 use crate::error::ApiError;
-use crate::failure::BusyKeywords;
 use crate::failure::{AttemptFailure, FailureKind};
 use crate::normalize::{self, OutputKind};
-use crate::ops::metrics::{InflightGuard, Metrics};
+use crate::ops::metrics::InflightGuard;
 use crate::retry::{Deadline, RetryPolicy};
 use crate::upstream::Upstream;
-
-/// What every completion shares: upstreams, the in-flight limit, metrics.
-pub struct Engine {
-    /// Upstreams in order of preference.
-    pub upstreams: Vec<Arc<Upstream>>,
-    /// Longest wait for the upstream's next event.
-    pub idle_timeout: Duration,
-    /// Longest time from an attempt's start to its first output, if any.
-    pub first_output_timeout: Option<Duration>,
-    /// Substrings that mark an upstream error as busy.
-    pub busy_keywords: BusyKeywords,
-    /// Bounds concurrent upstream calls.
-    pub inflight: Arc<Semaphore>,
-    /// Longest wait for an in-flight slot.
-    pub queue_timeout: Duration,
-    /// Where counters go.
-    pub metrics: Metrics,
-}
 
 /// One request to complete.
 pub struct Job {
@@ -118,6 +102,8 @@ pub struct Completion {
     phase: Phase,
     /// The request's way through the upstreams, from its first attempt on.
     route: Option<Route>,
+    /// The current attempt is its upstream's half-open breaker probe.
+    probe: bool,
     attempt: u32,
     permit: Option<OwnedSemaphorePermit>,
     answer: Answer,
@@ -140,6 +126,7 @@ impl Completion {
             job,
             phase: Phase::Queued(None),
             route: None,
+            probe: false,
             attempt: 0,
             permit: None,
             answer: Answer::default(),
@@ -185,21 +172,42 @@ impl Completion {
     }
 
     fn start_attempt(&mut self) -> Progress {
+        let now = Instant::now();
         if self.route.is_none() {
-            match Route::start(&self.engine, rand::random::<f64>()) {
+            match Route::start(&self.engine, rand::random::<f64>(), now) {
                 Some(route) => self.route = Some(route),
-                None => {
-                    let none = ApiError::UpstreamFailed("no upstream is configured".into());
-                    return self.on_refused(none);
-                }
+                None => return self.on_refused(self.all_open(now)),
             }
+        }
+        let Some(route) = self.route.as_mut() else {
+            return self.on_refused(self.all_open(now));
+        };
+        // The breaker has the last word: a half-open one admits one probe, and
+        // another request may have taken it since this one chose.
+        let mut admitted = None;
+        for _ in 0..self.engine.upstreams.len() {
+            match self.engine.admit(route.current(), now) {
+                Admission::Pass => admitted = Some(false),
+                Admission::Probe => admitted = Some(true),
+                Admission::Refused => match route.next(&self.engine, true, now) {
+                    Some(next) => {
+                        route.move_to(next);
+                        continue;
+                    }
+                    None => break,
+                },
+            }
+            break;
+        }
+        let Some(probe) = admitted else {
+            return self.on_refused(self.all_open(now));
+        };
+        self.probe = probe;
+        if route.enter() {
+            self.engine.first_attempt(route.current(), now);
         }
         self.attempt += 1;
         self.answer = Answer::default();
-        let Some(route) = self.route.as_mut() else {
-            return self.on_refused(ApiError::UpstreamFailed("no route".into()));
-        };
-        route.enter();
         let upstream = self.engine.upstreams[route.current()].clone();
         let body = match &upstream.model {
             Some(model) if *model != self.job.model => with_model(&self.job.body, model),
@@ -213,6 +221,13 @@ impl Completion {
         let open = Attempt::open(upstream, body, timers, self.job.wants_meta);
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)
+    }
+
+    /// No upstream can be called: every breaker is open (or probing).
+    fn all_open(&self, now: Instant) -> ApiError {
+        ApiError::UpstreamBusy {
+            retry_after: self.engine.opens_again_in(now),
+        }
     }
 
     fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Progress {
@@ -251,8 +266,8 @@ impl Completion {
             },
         };
         let elapsed = Instant::now() - self.job.deadline.started;
-        self.log_attempt("ok", None, None);
-        self.count_attempt("ok");
+        self.log_attempt("ok", None, None, false);
+        self.count_attempt("ok", Counted::Success);
         self.phase = Phase::Over;
         let answer = std::mem::take(&mut self.answer);
         let upstream = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
@@ -348,8 +363,8 @@ impl Stream for Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         if matches!(self.phase, Phase::Connecting(_) | Phase::Streaming(_)) {
-            self.count_attempt("cancelled");
-            self.log_attempt("cancelled", None, None);
+            self.count_attempt("cancelled", Counted::Neither);
+            self.log_attempt("cancelled", None, None, false);
         }
         if !matches!(self.phase, Phase::Over) {
             self.log_request("cancelled");

@@ -7,6 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use tokio::time::Instant;
+
 use super::Engine;
 use crate::routing::{self, Candidate};
 
@@ -40,14 +42,15 @@ pub struct Next {
 
 impl Route {
     /// The order for a new request; `None` when no upstream is usable.
-    pub fn start(engine: &Engine, draw: f64) -> Option<Route> {
+    pub fn start(engine: &Engine, draw: f64, now: Instant) -> Option<Route> {
         let candidates: Vec<Candidate> = engine
             .upstreams
             .iter()
-            .map(|u| Candidate {
+            .enumerate()
+            .map(|(index, u)| Candidate {
                 priority: u.priority,
                 weight: u.weight,
-                usable: true,
+                usable: engine.usable(index, now),
             })
             .collect();
         let order = routing::request_order(&candidates, draw)?;
@@ -63,10 +66,11 @@ impl Route {
         self.order[self.position]
     }
 
-    /// Marks the current upstream as called by this request.
-    pub fn enter(&mut self) {
+    /// Marks the current upstream as called by this request; whether this is the
+    /// first call to it (a first attempt, for its retry budget).
+    pub fn enter(&mut self) -> bool {
         let current = self.current();
-        self.visits[current].tried = true;
+        !std::mem::replace(&mut self.visits[current].tried, true)
     }
 
     /// Remembers what the current upstream asked for in `Retry-After`.
@@ -79,10 +83,10 @@ impl Route {
 
     /// The next usable upstream after the current one (wrapping round to it),
     /// leaving the current one out when `leave_current` (its TLS cannot be trusted).
-    pub fn next(&self, leave_current: bool) -> Option<Next> {
+    pub fn next(&self, engine: &Engine, leave_current: bool, now: Instant) -> Option<Next> {
         let current = self.current();
         let position = routing::next_after(&self.order, self.position, |index| {
-            !(leave_current && index == current)
+            !(leave_current && index == current) && engine.usable(index, now)
         })?;
         let visit = self.visits[self.order[position]];
         Some(Next {
@@ -90,6 +94,11 @@ impl Route {
             untried: !visit.tried,
             retry_after: visit.retry_after.filter(|_| visit.tried),
         })
+    }
+
+    /// The upstream index at a position of the order.
+    pub fn index_at(&self, position: usize) -> usize {
+        self.order[position]
     }
 
     /// The next attempt goes to `next`.

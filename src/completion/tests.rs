@@ -14,7 +14,8 @@ use futures_util::{StreamExt, stream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, sleep};
 
-use super::{Completion, Engine, Job, Progress};
+use super::{Completion, Engine, Guards, Job, Progress};
+use crate::budget::{BudgetSettings, RetryBudget};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::error::ApiError;
 use crate::failure::BusyKeywords;
@@ -105,6 +106,14 @@ async fn run(
     let upstream = Upstream::with_transport("fake", transport.clone(), Secret::default());
     let engine = Engine {
         upstreams: vec![Arc::new(upstream)],
+        guards: vec![Guards {
+            breaker: None,
+            budget: std::sync::Mutex::new(RetryBudget::new(BudgetSettings {
+                ratio: 0.2,
+                min_per_s: 10,
+                window: 10 * S,
+            })),
+        }],
         idle_timeout: 30 * S,
         first_output_timeout: None,
         busy_keywords: BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS),

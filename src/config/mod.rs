@@ -14,9 +14,11 @@ use std::time::Duration;
 use crate::failure::BusyKeywords;
 
 mod proxy;
+mod resilience;
 mod upstreams;
 
 pub use proxy::UpstreamProxy;
+pub use resilience::BreakerMode;
 pub use upstreams::UpstreamSettings;
 
 /// The default busy keywords of the contract.
@@ -98,6 +100,12 @@ pub struct Config {
     pub backoff_jitter: f64,
     /// Longest time from an attempt's start to its first output; `None` = off.
     pub first_output_timeout: Option<Duration>,
+    /// Which upstreams get a circuit breaker (`LADLE_BREAKER`).
+    pub breaker: BreakerMode,
+    /// When a breaker opens and for how long.
+    pub breaker_settings: crate::breaker::BreakerSettings,
+    /// Each upstream's retry budget.
+    pub retry_budget: crate::budget::BudgetSettings,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
@@ -274,7 +282,11 @@ impl Config {
                 })
                 .collect(),
         };
+        let (breaker, breaker_settings, retry_budget) = resilience::load(&src)?;
         let config = Config {
+            breaker,
+            breaker_settings,
+            retry_budget,
             upstreams,
             listen: src.parsed("LADLE_LISTEN", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             upstream_url,

@@ -113,16 +113,52 @@ impl Metrics {
         self.with_upstream(upstream, |counters| count(counters, outcome));
     }
 
+    /// Counts a retry the upstream's budget refused.
+    pub fn retry_throttled(&self, upstream: &str) {
+        self.labelled_counter(
+            "ladle_retries_throttled_total",
+            vec![Label::new("upstream", upstream.to_owned())],
+        )
+        .increment(1);
+    }
+
+    /// Sets an upstream's breaker gauge (0 closed, 1 open, 2 half-open).
+    pub fn breaker_state(&self, upstream: &str, gauge: f64) {
+        let key = Key::from_parts(
+            "ladle_breaker_state",
+            vec![Label::new("upstream", upstream.to_owned())],
+        );
+        self.inner
+            .recorder
+            .register_gauge(&key, &METADATA)
+            .set(gauge);
+    }
+
+    /// Counts a breaker's change of state (`to`: open, half_open, closed).
+    pub fn breaker_transition(&self, upstream: &str, to: &'static str) {
+        self.labelled_counter(
+            "ladle_breaker_transitions_total",
+            vec![
+                Label::new("upstream", upstream.to_owned()),
+                Label::new("to", to),
+            ],
+        )
+        .increment(1);
+    }
+
+    /// A counter with labels, registered as it comes: for rare events only.
+    fn labelled_counter(&self, name: &'static str, labels: Vec<Label>) -> Counter {
+        let key = Key::from_parts(name, labels);
+        self.inner.recorder.register_counter(&key, &METADATA)
+    }
+
     /// Counts a retry sent to another upstream than the attempt before.
     pub fn fallback(&self, from: &str, to: &str) {
         let labels = vec![
             Label::new("from", from.to_owned()),
             Label::new("to", to.to_owned()),
         ];
-        let key = Key::from_parts("ladle_fallbacks_total", labels);
-        self.inner
-            .recorder
-            .register_counter(&key, &METADATA)
+        self.labelled_counter("ladle_fallbacks_total", labels)
             .increment(1);
     }
 
@@ -263,6 +299,14 @@ fn describe(recorder: &PrometheusRecorder) {
         (
             "ladle_fallbacks_total",
             "Retries sent to another upstream than the attempt before.",
+        ),
+        (
+            "ladle_retries_throttled_total",
+            "Retries the upstream's retry budget refused.",
+        ),
+        (
+            "ladle_breaker_transitions_total",
+            "Circuit breaker changes of state, by upstream and new state.",
         ),
         ("ladle_retries_total", "Retries by reason."),
         (

@@ -1,0 +1,122 @@
+//! What every completion shares: the upstreams with their breakers and retry
+//! budgets, the in-flight limit and the metrics. The breaker and the budget are
+//! pure state machines; this is where they meet the clock, the locks, the metrics
+//! and the log.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::breaker::{Admission, Breaker, Counted, Transition};
+use crate::budget::RetryBudget;
+use crate::failure::BusyKeywords;
+use crate::ops::metrics::Metrics;
+use crate::upstream::Upstream;
+
+/// What every completion shares.
+pub struct Engine {
+    /// Every upstream, in listing order.
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// Per upstream (same index): its breaker, if breakers apply, and its budget.
+    pub guards: Vec<Guards>,
+    /// Longest wait for the upstream's next event.
+    pub idle_timeout: Duration,
+    /// Longest time from an attempt's start to its first output, if any.
+    pub first_output_timeout: Option<Duration>,
+    /// Substrings that mark an upstream error as busy.
+    pub busy_keywords: BusyKeywords,
+    /// Bounds concurrent upstream calls.
+    pub inflight: Arc<Semaphore>,
+    /// Longest wait for an in-flight slot.
+    pub queue_timeout: Duration,
+    /// Where counters go.
+    pub metrics: Metrics,
+}
+
+/// One upstream's shared state.
+pub struct Guards {
+    /// Its circuit breaker (per replica), when breakers apply.
+    pub breaker: Option<Mutex<Breaker>>,
+    /// Its retry budget.
+    pub budget: Mutex<RetryBudget>,
+}
+
+/// A lock whose holder panicked still guards consistent state here: every update
+/// is a few assignments.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Engine {
+    /// Whether upstream `index` may be picked at `now`.
+    pub fn usable(&self, index: usize, now: Instant) -> bool {
+        let Some(breaker) = &self.guards[index].breaker else {
+            return true;
+        };
+        let (usable, moved) = lock(breaker).usable(now);
+        self.moved(index, moved);
+        usable
+    }
+
+    /// Asked when an attempt is about to start on upstream `index`.
+    pub fn admit(&self, index: usize, now: Instant) -> Admission {
+        let Some(breaker) = &self.guards[index].breaker else {
+            return Admission::Pass;
+        };
+        let (admission, moved) = lock(breaker).admit(now);
+        self.moved(index, moved);
+        admission
+    }
+
+    /// Told how an attempt on upstream `index` ended.
+    pub fn record(&self, index: usize, counted: Counted, probe: bool, now: Instant) {
+        if let Some(breaker) = &self.guards[index].breaker {
+            let moved = lock(breaker).record(counted, probe, now);
+            self.moved(index, moved);
+        }
+    }
+
+    /// Time until the first open breaker half-opens (for a `Retry-After` when every
+    /// upstream is open).
+    pub fn opens_again_in(&self, now: Instant) -> Duration {
+        self.guards
+            .iter()
+            .filter_map(|g| g.breaker.as_ref())
+            .map(|b| lock(b).opens_again_in(now))
+            .filter(|wait| !wait.is_zero())
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// A first attempt to upstream `index`: it earns retries.
+    pub fn first_attempt(&self, index: usize, now: Instant) {
+        lock(&self.guards[index].budget).first_attempt(now);
+    }
+
+    /// Whether a retry to upstream `index` fits its budget (and counts it if so).
+    pub fn try_retry(&self, index: usize, now: Instant) -> bool {
+        let allowed = lock(&self.guards[index].budget).try_retry(now);
+        if !allowed {
+            self.metrics.retry_throttled(&self.upstreams[index].name);
+        }
+        allowed
+    }
+
+    /// A breaker changed state: the gauge, the counter and one log line.
+    fn moved(&self, index: usize, moved: Option<Transition>) {
+        let Some(moved) = moved else { return };
+        let upstream = &self.upstreams[index].name;
+        self.metrics.breaker_state(upstream, moved.to.gauge());
+        self.metrics.breaker_transition(upstream, moved.to.name());
+        tracing::warn!(
+            upstream = %upstream,
+            from = moved.from.name(),
+            to = moved.to.name(),
+            "circuit breaker changed state"
+        );
+    }
+}

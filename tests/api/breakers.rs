@@ -1,0 +1,202 @@
+//! Circuit breakers (contract 6.2) and retry budgets (6.3) against real TCP mock
+//! upstreams.
+
+use std::time::Duration;
+
+use ladle::breaker::BreakerSettings;
+use ladle::budget::BudgetSettings;
+use ladle::config::{BreakerMode, Config, Secret, UpstreamProxy, UpstreamSettings};
+use serde_json::json;
+
+use crate::helpers::*;
+use crate::mock_upstream::*;
+
+fn upstream(name: &str, url: &str, priority: u32) -> UpstreamSettings {
+    UpstreamSettings {
+        name: name.to_owned(),
+        priority,
+        ..UpstreamSettings::single(url, Secret::new(API_KEY), UpstreamProxy::Off)
+    }
+}
+
+fn breaker(failures: u32, open_ms: u64) -> BreakerSettings {
+    BreakerSettings {
+        failures,
+        error_ratio: 1.0,
+        min_attempts: 1000,
+        window: Duration::from_secs(30),
+        open_for: Duration::from_millis(open_ms),
+    }
+}
+
+async fn gateway(upstreams: Vec<UpstreamSettings>, adjust: impl FnOnce(&mut Config)) -> String {
+    let prompts_dir = prompts_copy();
+    let mut config = fast_config(&prompts_dir);
+    config.upstreams = upstreams;
+    adjust(&mut config);
+    serve_config(config, std::future::pending()).await.0
+}
+
+async fn chat(base: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("gateway answers")
+}
+
+async fn metric(base: &str, series: &str) -> f64 {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn after_n_failures_in_a_row_the_breaker_opens_and_the_upstream_is_skipped() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.fallback(status(503, "{}"));
+    b.cycle([sse_answer(&["b"])]);
+    let base = gateway(
+        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        |c| {
+            c.breaker_settings = breaker(2, 10_000);
+        },
+    )
+    .await;
+    for _ in 0..5 {
+        assert_eq!(chat(&base).await.status(), 200);
+    }
+    assert_eq!(
+        a.requests().len(),
+        2,
+        "open after two failures: skipped since"
+    );
+    assert_eq!(b.requests().len(), 5);
+    assert_eq!(
+        metric(&base, "ladle_breaker_state{upstream=\"a\"}").await,
+        1.0
+    );
+    assert_eq!(
+        metric(&base, "ladle_breaker_state{upstream=\"b\"}").await,
+        0.0
+    );
+    let opened = "ladle_breaker_transitions_total{upstream=\"a\",to=\"open\"}";
+    assert_eq!(metric(&base, opened).await, 1.0);
+}
+
+#[tokio::test]
+async fn the_failed_share_over_the_window_opens_it_too() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.cycle([status(503, "{}"), sse_answer(&["a"])]);
+    b.cycle([sse_answer(&["b"])]);
+    let base = gateway(
+        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        |c| {
+            c.breaker_settings = BreakerSettings {
+                failures: 100,
+                error_ratio: 0.5,
+                min_attempts: 4,
+                ..breaker(100, 10_000)
+            };
+        },
+    )
+    .await;
+    for _ in 0..6 {
+        assert_eq!(chat(&base).await.status(), 200);
+    }
+    // a: fail, ok, fail, ok → 4 counted, half failed → open; then skipped.
+    assert_eq!(a.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn half_open_lets_exactly_one_probe_through_and_its_success_closes_it() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.push([status(503, "{}")]);
+    // The probe's answer takes a while, so the other requests overlap it.
+    a.fallback(sse(vec![
+        Step::Pause(Duration::from_millis(150)),
+        data(&content("a")),
+        data(&finish()),
+        data("[DONE]"),
+    ]));
+    b.cycle([sse_answer(&["b"])]);
+    let base = gateway(
+        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        |c| {
+            c.breaker_settings = breaker(1, 200);
+        },
+    )
+    .await;
+    assert_eq!(chat(&base).await.status(), 200, "a fails, opens; b answers");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let answers = futures_util::future::join_all((0..6).map(|_| chat(&base))).await;
+    assert!(answers.iter().all(|r| r.status() == 200));
+    assert_eq!(a.requests().len(), 2, "the first failure and one probe");
+    let closed = "ladle_breaker_transitions_total{upstream=\"a\",to=\"closed\"}";
+    assert_eq!(metric(&base, closed).await, 1.0);
+    assert_eq!(chat(&base).await.status(), 200);
+    assert_eq!(a.requests().len(), 3, "closed: a is first again");
+}
+
+#[tokio::test]
+async fn every_breaker_open_is_503_with_retry_after_and_no_upstream_call() {
+    let a = MockUpstream::start().await;
+    a.fallback(status(503, "{}"));
+    let base = gateway(vec![upstream("a", &a.url, 0)], |c| {
+        c.breaker = BreakerMode::On;
+        c.breaker_settings = breaker(1, 5_000);
+    })
+    .await;
+    assert_eq!(chat(&base).await.status(), 503, "busy; the breaker opens");
+    let calls = a.requests().len();
+    let refused = chat(&base).await;
+    assert_eq!(refused.status(), 503);
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After in seconds");
+    assert!((1..=5).contains(&wait), "{wait}");
+    assert_eq!(refused.headers()["x-should-retry"], "true");
+    assert_eq!(json_of(refused).await["error"]["code"], "upstream_busy");
+    assert_eq!(a.requests().len(), calls, "no upstream call");
+}
+
+#[tokio::test]
+async fn a_budget_caps_retries_during_an_outage_while_fallbacks_still_go_out() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.fallback(status(503, "{}"));
+    b.fallback(status(503, "{}"));
+    let base = gateway(
+        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        |c| {
+            c.breaker = BreakerMode::Off;
+            c.retry_budget = BudgetSettings {
+                ratio: 0.25,
+                min_per_s: 0,
+                window: Duration::from_secs(10),
+            };
+        },
+    )
+    .await;
+    let requests = 8;
+    for _ in 0..requests {
+        assert_eq!(chat(&base).await.status(), 503);
+    }
+    // Each request: a (first), b (a fallback: first), then retries to a and b,
+    // which the budgets allow 0.25 per first attempt.
+    let (to_a, to_b) = (a.requests().len(), b.requests().len());
+    assert!(to_a <= requests + requests / 4, "a got {to_a}");
+    assert!(to_b >= requests, "every fallback went out: b got {to_b}");
+    assert!(to_b <= requests + requests / 4, "b got {to_b}");
+    let throttled = metric(&base, "ladle_retries_throttled_total{upstream=\"a\"}").await
+        + metric(&base, "ladle_retries_throttled_total{upstream=\"b\"}").await;
+    assert!(throttled >= 1.0, "{throttled}");
+}
