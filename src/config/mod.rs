@@ -100,6 +100,9 @@ pub struct Config {
     pub backoff_jitter: f64,
     /// Longest time from an attempt's start to its first output; `None` = off.
     pub first_output_timeout: Option<Duration>,
+    /// Silence after which a streaming chat request gets its head and comments;
+    /// `None` = off.
+    pub stream_keepalive: Option<Duration>,
     /// Which upstreams get a circuit breaker (`LADLE_BREAKER`).
     pub breaker: BreakerMode,
     /// When a breaker opens and for how long.
@@ -306,6 +309,8 @@ impl Config {
             backoff_jitter: src.parsed("LADLE_BACKOFF_JITTER", 0.0)?,
             first_output_timeout: Some(src.millis("LADLE_FIRST_OUTPUT_TIMEOUT_MS", 0)?)
                 .filter(|timeout| !timeout.is_zero()),
+            stream_keepalive: Some(src.millis("LADLE_STREAM_KEEPALIVE_MS", 0)?)
+                .filter(|every| !every.is_zero()),
             busy_keywords: BusyKeywords::parse(
                 &src.string("LADLE_BUSY_KEYWORDS", DEFAULT_BUSY_KEYWORDS)?,
             ),

@@ -7,5 +7,6 @@
 //! committed OpenAI stream.
 
 mod batched;
+mod keepalive;
 pub mod openai;
 pub mod task_events;

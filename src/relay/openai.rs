@@ -9,12 +9,16 @@
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
 use bytes::{Bytes, BytesMut};
+use tokio::time::{Instant, timeout_at};
 
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
 use super::batched::{Batched, DONE, put_event};
+use super::keepalive::KeepAlive;
 use crate::completion::{Finished, Progress};
 use crate::error::{ApiError, StreamError};
 
@@ -40,17 +44,33 @@ pub async fn whole(
         .into_completion_response(attempts)
 }
 
-/// Waits for the first output chunk, then answers with an SSE stream.
+/// Waits for the first output chunk, then answers with an SSE stream. With
+/// `keep_alive` (`LADLE_STREAM_KEEPALIVE_MS` and the request's arrival), a silence
+/// that long sends the head early and comments until the first output.
 pub async fn streaming(
     progress: impl Stream<Item = Progress> + Send + 'static,
     request_id: String,
+    keep_alive: Option<(Duration, Instant)>,
 ) -> Response {
     let mut progress = Box::pin(progress);
     // Events held back until the commit point, already framed as they will be sent.
     let mut held = BytesMut::new();
     let mut attempts = 0;
     loop {
-        match progress.next().await {
+        let step = match keep_alive {
+            None => progress.next().await,
+            Some((every, arrived)) => match timeout_at(arrived + every, progress.next()).await {
+                Ok(step) => step,
+                Err(_silence) => {
+                    let failed = StreamError::default();
+                    let body = KeepAlive::new(progress, held, request_id, failed.clone(), every);
+                    let mut response = sse(body.boxed());
+                    response.extensions_mut().insert(failed);
+                    return response;
+                }
+            },
+        };
+        match step {
             Some(Progress::Chunk(received)) => {
                 put_event(&mut held, &received.raw);
                 if received.chunk.is_output() {

@@ -68,7 +68,8 @@ pub async fn completions(
     job.wants_meta = !wants_stream;
     let progress = app.complete(job);
     Ok(if wants_stream {
-        openai::streaming(progress, request_id.to_string()).await
+        let keep_alive = app.config.stream_keepalive.map(|every| (every, arrived));
+        openai::streaming(progress, request_id.to_string(), keep_alive).await
     } else {
         openai::whole(progress, request_id.as_str(), &model).await
     })
