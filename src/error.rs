@@ -90,6 +90,9 @@ pub enum ApiError {
     /// The request's deadline passed.
     #[error("the request's deadline passed")]
     DeadlineExceeded,
+    /// The `Idempotency-Key` is kept or running for another request.
+    #[error("this Idempotency-Key was used for another request")]
+    IdempotencyKeyReused,
     /// Missing or wrong admin token.
     #[error("missing or wrong admin token")]
     Unauthorized,
@@ -126,6 +129,7 @@ impl ApiError {
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::UpstreamTimeout => "upstream_timeout",
             ApiError::DeadlineExceeded => "deadline_exceeded",
+            ApiError::IdempotencyKeyReused => "idempotency_key_reused",
             ApiError::Unauthorized => "unauthorized",
             ApiError::EtagMismatch => "etag_mismatch",
             ApiError::InvalidPrompt { .. } => "invalid_prompt",
@@ -139,9 +143,9 @@ impl ApiError {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::InvalidVariables { .. } | ApiError::InvalidPrompt { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            ApiError::InvalidVariables { .. }
+            | ApiError::InvalidPrompt { .. }
+            | ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::UpstreamRejected(_)
             | ApiError::UpstreamFailed(_)
             | ApiError::UpstreamTls(_)
@@ -172,6 +176,7 @@ impl ApiError {
             | ApiError::InvalidVariables { .. }
             | ApiError::UpstreamRejected(_)
             | ApiError::UpstreamTls(_)
+            | ApiError::IdempotencyKeyReused
             | ApiError::Unauthorized
             | ApiError::EtagMismatch
             | ApiError::InvalidPrompt { .. } => false,

@@ -26,6 +26,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod failure;
+pub mod idempotency;
 pub mod normalize;
 pub mod ops;
 pub mod prompts;

@@ -13,6 +13,7 @@ use crate::breaker::{Breaker, State};
 use crate::budget::RetryBudget;
 use crate::completion::{Completion, Engine, Guards, Job, Progress};
 use crate::config::Config;
+use crate::idempotency::{IdempotencyStore, MemoryStore};
 use crate::ops::metrics::Metrics;
 use crate::ops::request_id::RequestId;
 use crate::prompts::{FileStore, Prompt, PromptStore};
@@ -30,6 +31,8 @@ pub struct AppState {
     pub prompts: Arc<dyn PromptStore>,
     /// The app's metrics.
     pub metrics: Metrics,
+    /// Idempotency records.
+    pub idempotency: Arc<dyn IdempotencyStore>,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -70,12 +73,14 @@ impl AppState {
             queue_timeout: config.queue_timeout,
             metrics: metrics.clone(),
         };
+        let config_idempotency = config.idempotency;
         let prompts: Arc<dyn PromptStore> = Arc::new(FileStore::open(&config.prompts_dir));
         Ok(AppState {
             config: Arc::new(config),
             engine: Arc::new(engine),
             prompts,
             metrics,
+            idempotency: Arc::new(MemoryStore::new(config_idempotency)),
         })
     }
 

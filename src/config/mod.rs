@@ -15,41 +15,16 @@ use crate::failure::BusyKeywords;
 
 mod proxy;
 mod resilience;
+mod secret;
 mod upstreams;
 
 pub use proxy::UpstreamProxy;
 pub use resilience::BreakerMode;
+pub use secret::Secret;
 pub use upstreams::UpstreamSettings;
 
 /// The default busy keywords of the contract.
 pub const DEFAULT_BUSY_KEYWORDS: &str = "访问量较大,访问量过大,请求过多,稍后重试,稍后再试,暂时不可用,繁忙,overloaded,unavailable,busy,rate limit,too many requests";
-
-/// A value that must never be printed: its `Debug` shows a placeholder.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The value itself, for the one place that must send it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether no secret was given.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +78,8 @@ pub struct Config {
     /// Silence after which a streaming chat request gets its head and comments;
     /// `None` = off.
     pub stream_keepalive: Option<Duration>,
+    /// How long kept idempotent results live, and how many memory keeps.
+    pub idempotency: crate::idempotency::Limits,
     /// Which upstreams get a circuit breaker (`LADLE_BREAKER`).
     pub breaker: BreakerMode,
     /// When a breaker opens and for how long.
@@ -311,6 +288,10 @@ impl Config {
                 .filter(|timeout| !timeout.is_zero()),
             stream_keepalive: Some(src.millis("LADLE_STREAM_KEEPALIVE_MS", 0)?)
                 .filter(|every| !every.is_zero()),
+            idempotency: crate::idempotency::Limits {
+                ttl: src.millis("LADLE_IDEMPOTENCY_TTL_MS", 3_600_000)?,
+                max_entries: src.parsed("LADLE_IDEMPOTENCY_MAX_ENTRIES", 10_000)?,
+            },
             busy_keywords: BusyKeywords::parse(
                 &src.string("LADLE_BUSY_KEYWORDS", DEFAULT_BUSY_KEYWORDS)?,
             ),

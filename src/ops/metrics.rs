@@ -113,6 +113,16 @@ impl Metrics {
         self.with_upstream(upstream, |counters| count(counters, outcome));
     }
 
+    /// Counts what an `Idempotency-Key` led to: `executed`, `replayed`, `joined`
+    /// (waited for a run in progress) or `reused` (422).
+    pub fn idempotency(&self, outcome: &'static str) {
+        self.labelled_counter(
+            "ladle_idempotency_total",
+            vec![Label::new("outcome", outcome)],
+        )
+        .increment(1);
+    }
+
     /// Counts a retry the upstream's budget refused.
     pub fn retry_throttled(&self, upstream: &str) {
         self.labelled_counter(

@@ -9,4 +9,5 @@
 mod batched;
 mod keepalive;
 pub mod openai;
+pub mod replay;
 pub mod task_events;

@@ -116,7 +116,7 @@ fn sse(body: futures_util::stream::BoxStream<'static, Bytes>) -> Response {
 }
 
 /// The `chat.completion` object for a finished completion.
-fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Value {
+pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Value {
     let mut message = json!({"role": "assistant", "content": finished.content});
     if !finished.reasoning.is_empty() {
         message["reasoning_content"] = finished.reasoning.as_str().into();

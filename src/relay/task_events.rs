@@ -113,7 +113,7 @@ fn event(name: &'static str, data: &Value) -> Event {
 }
 
 /// The non-streaming `200` body, also the `result` event's data.
-fn result_body(finished: &Finished, call: &TaskCall) -> Value {
+pub fn result_body(finished: &Finished, call: &TaskCall) -> Value {
     let mut body = json!({
         "task": call.task,
         "output": finished.output,

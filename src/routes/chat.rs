@@ -14,11 +14,19 @@ use bytes::Bytes;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{CallerTimeout, RawBody};
+use futures_util::future::Either;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{CompletionHeaders, RawBody};
+use crate::completion::Finished;
 use crate::error::ApiError;
+use crate::idempotency::{self, Begin};
 use crate::ops::observe::Arrival;
 use crate::ops::request_id::RequestId;
 use crate::relay::openai;
+use crate::relay::openai::completion_body;
+use crate::relay::replay::{self, Form};
 use crate::state::AppState;
 
 /// Forwards a chat request upstream with `stream: true` and answers in the
@@ -27,7 +35,7 @@ pub async fn completions(
     State(app): State<AppState>,
     Extension(Arrival(arrived)): Extension<Arrival>,
     request_id: RequestId,
-    CallerTimeout(caller_timeout): CallerTimeout,
+    headers: CompletionHeaders,
     RawBody(bytes): RawBody,
 ) -> Result<Response, ApiError> {
     let body: ChatBody<'_> = super::json(&bytes)?;
@@ -61,12 +69,43 @@ pub async fn completions(
         upstream_body,
         &model,
         None,
-        caller_timeout,
+        headers.timeout,
     );
     // A committed stream cannot take words back, so it never retries after output.
     job.policy.retry_after_output = !wants_stream;
     job.wants_meta = !wants_stream;
-    let progress = app.complete(job);
+    let progress = match headers.key {
+        None => Either::Left(app.complete(job)),
+        Some(key) => {
+            let form = if wants_stream {
+                Form::ChatStream
+            } else {
+                Form::ChatJson
+            };
+            let request: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let fingerprint = idempotency::fingerprint("/v1/chat/completions", &request);
+            match app.idempotency.begin(&key, fingerprint, Instant::now()) {
+                Begin::Kept(kept) => {
+                    app.metrics.idempotency("replayed");
+                    return Ok(replay::replay(&kept, form));
+                }
+                Begin::Reused => {
+                    app.metrics.idempotency("reused");
+                    return Err(ApiError::IdempotencyKeyReused);
+                }
+                Begin::Wait(outcome) => {
+                    app.metrics.idempotency("joined");
+                    return Ok(replay::wait(outcome, job.deadline.at, form).await);
+                }
+                Begin::Run(slot) => {
+                    app.metrics.idempotency("executed");
+                    let (id, model) = (request_id.to_string(), model.clone());
+                    let keep = move |finished: &Finished| completion_body(finished, &id, &model);
+                    Either::Right(idempotency::detached(app.complete(job), slot, keep))
+                }
+            }
+        }
+    };
     Ok(if wants_stream {
         let keep_alive = app.config.stream_keepalive.map(|every| (every, arrived));
         openai::streaming(progress, request_id.to_string(), keep_alive).await

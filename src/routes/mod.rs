@@ -57,6 +57,51 @@ impl<S: Send + Sync> FromRequestParts<S> for CallerTimeout {
     }
 }
 
+/// The completion routes' own headers: `X-Request-Timeout-Ms` and
+/// `Idempotency-Key`, each checked (a bad one is `400 invalid_request`).
+pub struct CompletionHeaders {
+    /// The caller's budget, which only shortens the deadline.
+    pub timeout: Option<Duration>,
+    /// The request's idempotency key.
+    pub key: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CompletionHeaders {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let CallerTimeout(timeout) = CallerTimeout::from_request_parts(parts, state).await?;
+        let IdempotencyKey(key) = IdempotencyKey::from_request_parts(parts, state).await?;
+        Ok(CompletionHeaders { timeout, key })
+    }
+}
+
+/// `Idempotency-Key` (contract 6.6): 1–255 visible ASCII characters, else
+/// `400 invalid_request`.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts
+            .headers
+            .get(HeaderName::from_static("idempotency-key"))
+        else {
+            return Ok(IdempotencyKey(None));
+        };
+        let key = value.as_bytes();
+        if !crate::idempotency::valid_key(key) {
+            return Err(ApiError::InvalidRequest(
+                "`Idempotency-Key` must be 1 to 255 visible ASCII characters".into(),
+            ));
+        }
+        Ok(IdempotencyKey(Some(
+            String::from_utf8_lossy(key).into_owned(),
+        )))
+    }
+}
+
 /// Digits only (no sign, no point, no spaces), and more than zero.
 fn positive_millis(text: &[u8]) -> Option<u64> {
     if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {

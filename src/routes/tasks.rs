@@ -6,11 +6,18 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{CallerTimeout, JsonBody};
+use futures_util::future::Either;
+use tokio::time::Instant;
+
+use super::{CompletionHeaders, JsonBody};
+use crate::completion::Finished;
 use crate::error::ApiError;
+use crate::idempotency::{self, Begin};
 use crate::ops::observe::Arrival;
 use crate::ops::request_id::RequestId;
 use crate::prompts::render;
+use crate::relay::replay::{self, Form};
+use crate::relay::task_events::result_body;
 use crate::relay::task_events::{self, TaskCall};
 use crate::state::AppState;
 
@@ -43,7 +50,7 @@ pub async fn run(
     request_id: RequestId,
     Path(name): Path<String>,
     WantsEvents(wants_events): WantsEvents,
-    CallerTimeout(caller_timeout): CallerTimeout,
+    headers: CompletionHeaders,
     JsonBody(variables): JsonBody<Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let prompt = app
@@ -75,13 +82,44 @@ pub async fn run(
         body,
         &model,
         Some(&prompt),
-        caller_timeout,
+        headers.timeout,
     );
-    let progress = app.complete(job);
+    let form = if wants_events {
+        Form::TaskEvents
+    } else {
+        Form::TaskJson
+    };
     let call = TaskCall {
         task: name,
         request_id: request_id.to_string(),
         model,
+    };
+    let progress = match headers.key {
+        None => Either::Left(app.complete(job)),
+        Some(key) => {
+            let path = format!("/v1/tasks/{}", call.task);
+            let fingerprint = idempotency::fingerprint(&path, &Value::Object(variables));
+            match app.idempotency.begin(&key, fingerprint, Instant::now()) {
+                Begin::Kept(kept) => {
+                    app.metrics.idempotency("replayed");
+                    return Ok(replay::replay(&kept, form));
+                }
+                Begin::Reused => {
+                    app.metrics.idempotency("reused");
+                    return Err(ApiError::IdempotencyKeyReused);
+                }
+                Begin::Wait(outcome) => {
+                    app.metrics.idempotency("joined");
+                    return Ok(replay::wait(outcome, job.deadline.at, form).await);
+                }
+                Begin::Run(slot) => {
+                    app.metrics.idempotency("executed");
+                    let kept_call = call.clone();
+                    let keep = move |finished: &Finished| result_body(finished, &kept_call);
+                    Either::Right(idempotency::detached(app.complete(job), slot, keep))
+                }
+            }
+        }
     };
     Ok(if wants_events {
         task_events::streaming(progress, call)

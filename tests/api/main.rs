@@ -10,6 +10,7 @@ mod drill;
 mod failures;
 mod fallback;
 mod helpers;
+mod idempotency;
 mod keepalive;
 mod logs;
 mod mock_upstream;

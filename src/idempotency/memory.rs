@@ -1,0 +1,259 @@
+//! Idempotency records in memory: one replica's, bounded in number and time.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{Begin, IdempotencyStore, Limits, Outcome, RunSlot};
+use crate::error::ApiError;
+
+/// The records, shared by every request of this process.
+pub struct MemoryStore {
+    limits: Limits,
+    records: Arc<Mutex<Records>>,
+}
+
+#[derive(Default)]
+struct Records {
+    by_key: HashMap<String, Record>,
+    /// Kept keys, oldest first, for the bound on their number.
+    kept: VecDeque<String>,
+    /// Tells runs apart, so a late report never touches a newer run's record.
+    runs: u64,
+}
+
+enum Record {
+    Running {
+        fingerprint: u64,
+        run: u64,
+        outcome: watch::Sender<Option<Outcome>>,
+    },
+    Kept {
+        fingerprint: u64,
+        body: Arc<Value>,
+        until: Instant,
+    },
+}
+
+fn lock(records: &Mutex<Records>) -> MutexGuard<'_, Records> {
+    records
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new(limits: Limits) -> Self {
+        MemoryStore {
+            limits,
+            records: Arc::default(),
+        }
+    }
+
+    /// Kept results now held (for the bound's test).
+    pub fn kept(&self) -> usize {
+        lock(&self.records).kept.len()
+    }
+}
+
+impl IdempotencyStore for MemoryStore {
+    fn begin(&self, key: &str, fingerprint: u64, now: Instant) -> Begin {
+        let mut records = lock(&self.records);
+        match records.by_key.get(key) {
+            Some(Record::Kept {
+                fingerprint: kept,
+                body,
+                until,
+            }) if *until > now => {
+                return if *kept == fingerprint {
+                    Begin::Kept(body.clone())
+                } else {
+                    Begin::Reused
+                };
+            }
+            Some(Record::Running {
+                fingerprint: running,
+                outcome,
+                ..
+            }) => {
+                if *running != fingerprint {
+                    return Begin::Reused;
+                }
+                let mut waiting = outcome.subscribe();
+                return Begin::Wait(Box::pin(async move {
+                    let outcome = waiting.wait_for(Option::is_some).await.ok()?;
+                    outcome.clone()
+                }));
+            }
+            _ => {}
+        }
+        records.runs += 1;
+        let run = records.runs;
+        let (outcome, _) = watch::channel(None);
+        records.by_key.insert(
+            key.to_owned(),
+            Record::Running {
+                fingerprint,
+                run,
+                outcome: outcome.clone(),
+            },
+        );
+        Begin::Run(Box::new(Slot {
+            records: self.records.clone(),
+            limits: self.limits,
+            key: key.to_owned(),
+            fingerprint,
+            run,
+            outcome,
+            reported: false,
+        }))
+    }
+}
+
+/// A run's claim on its key.
+struct Slot {
+    records: Arc<Mutex<Records>>,
+    limits: Limits,
+    key: String,
+    fingerprint: u64,
+    run: u64,
+    outcome: watch::Sender<Option<Outcome>>,
+    reported: bool,
+}
+
+impl Slot {
+    /// Removes this run's record, if it is still this run's.
+    fn release(&self, records: &mut Records) {
+        let ours = matches!(
+            records.by_key.get(&self.key),
+            Some(Record::Running { run, .. }) if *run == self.run
+        );
+        if ours {
+            records.by_key.remove(&self.key);
+        }
+    }
+}
+
+impl RunSlot for Slot {
+    fn succeed(mut self: Box<Self>, body: Arc<Value>) {
+        self.reported = true;
+        let mut records = lock(&self.records);
+        self.release(&mut records);
+        records.kept.retain(|k| *k != self.key);
+        records.by_key.insert(
+            self.key.clone(),
+            Record::Kept {
+                fingerprint: self.fingerprint,
+                body: body.clone(),
+                until: Instant::now() + self.limits.ttl,
+            },
+        );
+        records.kept.push_back(self.key.clone());
+        while records.kept.len() > self.limits.max_entries {
+            if let Some(oldest) = records.kept.pop_front() {
+                records.by_key.remove(&oldest);
+            }
+        }
+        drop(records);
+        self.outcome.send_replace(Some(Ok(body)));
+    }
+
+    fn fail(mut self: Box<Self>, error: ApiError) {
+        self.reported = true;
+        self.release(&mut lock(&self.records));
+        self.outcome.send_replace(Some(Err(error)));
+    }
+
+    fn unwatched(&self) -> BoxFuture<'static, ()> {
+        let outcome = self.outcome.clone();
+        Box::pin(async move { outcome.closed().await })
+    }
+}
+
+impl Drop for Slot {
+    /// A run dropped before its outcome (no one waited any more) frees its key.
+    fn drop(&mut self) {
+        if !self.reported {
+            self.release(&mut lock(&self.records));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn store(max_entries: usize) -> MemoryStore {
+        MemoryStore::new(Limits {
+            ttl: Duration::from_secs(60),
+            max_entries,
+        })
+    }
+
+    fn run(begin: Begin) -> Box<dyn RunSlot> {
+        match begin {
+            Begin::Run(slot) => slot,
+            _ => panic!("expected to run"),
+        }
+    }
+
+    #[test]
+    fn a_kept_success_is_replayed_and_another_request_under_the_key_refused() {
+        let store = store(10);
+        let now = Instant::now();
+        run(store.begin("k", 1, now)).succeed(Arc::new(Value::from("done")));
+        assert!(matches!(store.begin("k", 1, now), Begin::Kept(body) if *body == "done"));
+        assert!(matches!(store.begin("k", 2, now), Begin::Reused));
+        let later = now + Duration::from_secs(61);
+        assert!(
+            matches!(store.begin("k", 2, later), Begin::Run(_)),
+            "expired"
+        );
+    }
+
+    #[test]
+    fn a_failed_or_dropped_run_is_not_kept() {
+        let store = store(10);
+        let now = Instant::now();
+        run(store.begin("k", 1, now)).fail(ApiError::UpstreamTimeout);
+        assert!(
+            matches!(store.begin("k", 1, now), Begin::Run(_)),
+            "dropped at once"
+        );
+        assert!(matches!(store.begin("k", 1, now), Begin::Run(_)));
+    }
+
+    #[tokio::test]
+    async fn a_repeat_waits_for_the_run_and_gets_its_outcome() {
+        let store = store(10);
+        let now = Instant::now();
+        let slot = run(store.begin("k", 1, now));
+        let Begin::Wait(waiting) = store.begin("k", 1, now) else {
+            panic!("expected to wait");
+        };
+        assert!(matches!(store.begin("k", 9, now), Begin::Reused));
+        slot.succeed(Arc::new(Value::from(7)));
+        let outcome = waiting.await.expect("an outcome");
+        assert_eq!(*outcome.expect("a success"), 7);
+    }
+
+    #[test]
+    fn memory_stays_bounded_past_the_most_entries() {
+        let store = store(3);
+        let now = Instant::now();
+        for i in 0..10 {
+            run(store.begin(&format!("k{i}"), 1, now)).succeed(Arc::new(Value::Null));
+        }
+        assert_eq!(store.kept(), 3);
+        assert!(
+            matches!(store.begin("k0", 1, now), Begin::Run(_)),
+            "the oldest went"
+        );
+        assert!(matches!(store.begin("k9", 1, now), Begin::Kept(_)));
+    }
+}

@@ -1,0 +1,146 @@
+//! Idempotency keys (contract 6.6): a request with `Idempotency-Key: K` runs once;
+//! a repeat of it gets the kept result, or waits for the run in progress; another
+//! request under the same key is refused. The store is an interface so that Redis
+//! can hold the records of several replicas; `memory` is the first implementation.
+
+mod memory;
+mod run;
+
+pub use memory::MemoryStore;
+pub use run::detached;
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::error::ApiError;
+
+/// How a run ended, for the requests that waited on it.
+pub type Outcome = Result<Arc<Value>, ApiError>;
+
+/// What a request with a key finds.
+pub enum Begin {
+    /// Nothing usable: this request runs, and reports through the slot.
+    Run(Box<dyn RunSlot>),
+    /// A kept success of the same request: answer with it, no upstream call.
+    Kept(Arc<Value>),
+    /// The same request is running: its outcome, when it comes (`None` if the run
+    /// was dropped).
+    Wait(BoxFuture<'static, Option<Outcome>>),
+    /// The key is kept or running for another request.
+    Reused,
+}
+
+/// Where a run reports its outcome.
+pub trait RunSlot: Send {
+    /// A complete success: kept for the TTL, and given to the waiters.
+    fn succeed(self: Box<Self>, body: Arc<Value>);
+    /// A failure: not kept (the next repeat runs anew); given to the waiters.
+    fn fail(self: Box<Self>, error: ApiError);
+    /// Resolves once no other request waits on this run.
+    fn unwatched(&self) -> BoxFuture<'static, ()>;
+}
+
+/// The records of idempotency keys.
+pub trait IdempotencyStore: Send + Sync {
+    /// Looks `key` up for a request with `fingerprint`, claiming it if unused.
+    fn begin(&self, key: &str, fingerprint: u64, now: Instant) -> Begin;
+}
+
+/// The longest key.
+const MAX_KEY: usize = 255;
+
+/// A key of 1–255 visible ASCII characters (`0x21`–`0x7E`).
+pub fn valid_key(key: &[u8]) -> bool {
+    (1..=MAX_KEY).contains(&key.len()) && key.iter().all(|b| (0x21..=0x7e).contains(b))
+}
+
+/// What names one request: its path (task name included) and its body as JSON,
+/// object keys in any order, without chat's `stream`.
+pub fn fingerprint(path: &str, body: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut hasher);
+    hash_json(body, true, &mut hasher);
+    hasher.finish()
+}
+
+fn hash_json(value: &Value, top: bool, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n.to_string()).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                hash_json(item, false, hasher);
+            }
+        }
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields
+                .keys()
+                .filter(|k| !(top && k.as_str() == "stream"))
+                .collect();
+            keys.sort();
+            (5u8, keys.len()).hash(hasher);
+            for key in keys {
+                key.hash(hasher);
+                hash_json(&fields[key], false, hasher);
+            }
+        }
+    }
+}
+
+/// How long kept results live, and how many a memory store keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `LADLE_IDEMPOTENCY_TTL_MS`.
+    pub ttl: Duration,
+    /// `LADLE_IDEMPOTENCY_MAX_ENTRIES`.
+    pub max_entries: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_are_1_to_255_visible_ascii_characters() {
+        assert!(valid_key(b"order-42_A~!"));
+        assert!(valid_key(&[b'k'; 255]));
+        for bad in [
+            &b""[..],
+            b"has space",
+            b"tab\t",
+            "中文".as_bytes(),
+            &[b'k'; 256],
+        ] {
+            assert!(!valid_key(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn one_request_is_its_path_and_json_equal_body_without_stream() {
+        let a = fingerprint(
+            "/v1/chat/completions",
+            &json!({"model": "m", "n": 1, "stream": true}),
+        );
+        let b = fingerprint("/v1/chat/completions", &json!({"n": 1, "model": "m"}));
+        assert_eq!(a, b);
+        let other_body = fingerprint("/v1/chat/completions", &json!({"n": 2, "model": "m"}));
+        let other_path = fingerprint("/v1/tasks/recipe", &json!({"n": 1, "model": "m"}));
+        assert_ne!(a, other_body);
+        assert_ne!(b, other_path);
+        let nested = |v| fingerprint("/p", &json!({"x": {"stream": v}}));
+        assert_ne!(
+            nested(true),
+            nested(false),
+            "only the top-level `stream` is ignored"
+        );
+    }
+}
