@@ -162,11 +162,31 @@ pub fn start_mock() -> Result<Proc, String> {
     }
 }
 
+/// The upstream settings of ladle in the benchmark: the mock alone, or with
+/// `LADLE_BENCH_UPSTREAMS=3` three upstreams of which one is down (a closed port,
+/// listed first among equals so that it is tried and its breaker opens).
+fn upstream_env(upstream: SocketAddr) -> Result<(&'static str, String), String> {
+    let url = format!("http://{upstream}/v1");
+    if crate::env_or("LADLE_BENCH_UPSTREAMS", 1u32) != 3 {
+        return Ok(("LADLE_UPSTREAM_URL", url));
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("cannot find a closed port: {e}"))?;
+    let list = serde_json::json!([
+        {"name": "down", "url": format!("http://{closed}/v1"), "weight": 1},
+        {"name": "mock-a", "url": url, "weight": 1},
+        {"name": "mock-b", "url": url, "priority": 1},
+    ]);
+    Ok(("LADLE_UPSTREAMS", list.to_string()))
+}
+
 /// Starts ladle's release binary in front of the mock and waits for its address.
 pub fn start_ladle(upstream: SocketAddr) -> Result<Proc, String> {
     let binary = Path::new(env!("CARGO_BIN_EXE_ladle"));
+    let (key, value) = upstream_env(upstream)?;
     let mut child = spawn(binary, &["serve"])
-        .env("LADLE_UPSTREAM_URL", format!("http://{upstream}/v1"))
+        .env(key, value)
         .env("LADLE_LISTEN", "127.0.0.1:0")
         .env("LADLE_MODEL", "m")
         .env(

@@ -11,7 +11,8 @@
 //!   rounds for a steady median), `LADLE_BENCH_SCALE` (1.0, multiplies request
 //!   counts), `LADLE_BENCH_STREAMS` (5000), `LADLE_BENCH_GAP_MS` (1, the gap
 //!   between the chunks of a 20-chunk stream), `LADLE_BENCH_NGINX` (/usr/sbin/nginx),
-//!   `LADLE_BENCH_WORKERS` (1: ladle's worker threads, as nginx runs one worker).
+//!   `LADLE_BENCH_WORKERS` (1: ladle's worker threads, as nginx runs one worker),
+//!   `LADLE_BENCH_UPSTREAMS` (1; 3 = ladle with three upstreams, one of them down).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
