@@ -37,3 +37,18 @@ pub mod routing;
 pub mod server;
 pub mod state;
 pub mod upstream;
+
+/// What the unit tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// Property tests with `cases` cases, their regressions kept beside the source
+    /// file (`*.proptest-regressions`), not in a folder of their own.
+    pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+        proptest::test_runner::Config {
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+            )),
+            ..proptest::test_runner::Config::with_cases(cases)
+        }
+    }
+}

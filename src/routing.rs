@@ -109,12 +109,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            failure_persistence: Some(Box::new(
-                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
-            )),
-            ..ProptestConfig::with_cases(256)
-        })]
+        #![proptest_config(crate::test_support::proptest_config(256))]
 
         /// Over evenly spread draws, each upstream of the lowest priority comes
         /// first in proportion to its weight, exactly.

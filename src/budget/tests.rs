@@ -47,12 +47,7 @@ fn the_window_slides() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
-        )),
-        ..ProptestConfig::with_cases(256)
-    })]
+    #![proptest_config(crate::test_support::proptest_config(256))]
 
     /// However first attempts and retries interleave within one window, the
     /// retries let through never exceed ratio × first attempts + the floor.

@@ -191,12 +191,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(proptest::test_runner::Config {
-            failure_persistence: Some(Box::new(
-                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
-            )),
-            ..proptest::test_runner::Config::with_cases(256)
-        })]
+        #![proptest_config(crate::test_support::proptest_config(256))]
 
         #[test]
         fn any_string_value_survives_a_round_trip_through_prose(

@@ -34,6 +34,18 @@ use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::error::{ErrorCode, StreamError};
 
+/// What a completion route adds to its request's log line: the effective budget,
+/// and with an `Idempotency-Key` the key and what it led to.
+#[derive(Debug, Clone, Default)]
+pub struct CompletionNote {
+    /// The request's deadline, from its arrival.
+    pub deadline_ms: Option<u64>,
+    /// The `Idempotency-Key`, if the request had one.
+    pub idempotency_key: Option<String>,
+    /// `executed`, `replayed`, `joined` or `reused`.
+    pub idempotency: Option<&'static str>,
+}
+
 /// When the request arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(pub Instant);
@@ -135,12 +147,14 @@ where
         let completion_route = seen.route.as_ref().is_some_and(|route| {
             matches!(route.as_str(), "/v1/chat/completions" | "/v1/tasks/{name}")
         });
-        let response = crate::error::render_error(response, &seen.request_id, completion_route);
+        let mut response = crate::error::render_error(response, &seen.request_id, completion_route);
+        let note = response.extensions_mut().remove::<CompletionNote>();
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
         let mut record = Record {
             status: response.status().as_u16(),
             error,
             stream_error: response.extensions().get::<StreamError>().cloned(),
+            note,
             head: seen.arrived.elapsed(),
             ended: false,
             seen,
@@ -196,6 +210,8 @@ struct Record {
     error: Option<&'static str>,
     /// Where a `200` stream's relay writes the error it ended with, if any.
     stream_error: Option<StreamError>,
+    /// A completion route's own fields.
+    note: Option<CompletionNote>,
     head: Duration,
     ended: bool,
 }
@@ -222,6 +238,9 @@ impl Drop for Record {
             outcome,
             elapsed_ms = elapsed.as_millis() as u64,
             head_ms = self.head.as_millis() as u64,
+            deadline_ms = self.note.as_ref().and_then(|n| n.deadline_ms),
+            idempotency_key = self.note.as_ref().and_then(|n| n.idempotency_key.as_deref()),
+            idempotency = self.note.as_ref().and_then(|n| n.idempotency),
             "request answered"
         );
     }

@@ -222,12 +222,7 @@ fn the_min_remaining_rule_judges_the_jittered_wait() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::test_runner::Config {
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
-        )),
-        ..proptest::test_runner::Config::with_cases(256)
-    })]
+    #![proptest_config(crate::test_support::proptest_config(256))]
 
     #[test]
     fn backoff_never_decreases_and_never_exceeds_the_cap(

@@ -16,18 +16,19 @@ use serde_json::value::RawValue;
 
 use futures_util::future::Either;
 use serde_json::Value;
-use tokio::time::Instant;
 
-use super::{CompletionHeaders, RawBody};
+use super::{CompletionHeaders, Keyed, RawBody, keyed, noted};
 use crate::completion::Finished;
 use crate::error::ApiError;
-use crate::idempotency::{self, Begin};
+use crate::idempotency;
 use crate::ops::observe::Arrival;
+use crate::ops::observe::CompletionNote;
 use crate::ops::request_id::RequestId;
 use crate::relay::openai;
 use crate::relay::openai::completion_body;
-use crate::relay::replay::{self, Form};
+use crate::relay::replay::Form;
 use crate::state::AppState;
+use tokio::time::Instant;
 
 /// Forwards a chat request upstream with `stream: true` and answers in the
 /// caller's choice of format.
@@ -37,6 +38,20 @@ pub async fn completions(
     request_id: RequestId,
     headers: CompletionHeaders,
     RawBody(bytes): RawBody,
+) -> Response {
+    let mut note = CompletionNote::default();
+    let answer = complete(app, arrived, request_id, headers, bytes, &mut note).await;
+    noted(answer, note)
+}
+
+/// The chat completion itself; `note` gathers what the request's log line adds.
+async fn complete(
+    app: AppState,
+    arrived: Instant,
+    request_id: RequestId,
+    headers: CompletionHeaders,
+    bytes: Bytes,
+    note: &mut CompletionNote,
 ) -> Result<Response, ApiError> {
     let body: ChatBody<'_> = super::json(&bytes)?;
     let wants_stream = match body.field("stream") {
@@ -71,6 +86,7 @@ pub async fn completions(
         None,
         headers.timeout,
     );
+    note.deadline_ms = Some((job.deadline.at - job.deadline.started).as_millis() as u64);
     // A committed stream cannot take words back, so it never retries after output.
     job.policy.retry_after_output = !wants_stream;
     job.wants_meta = !wants_stream;
@@ -83,22 +99,10 @@ pub async fn completions(
                 Form::ChatJson
             };
             let request: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-            let fingerprint = idempotency::fingerprint("/v1/chat/completions", &request);
-            match app.idempotency.begin(&key, fingerprint, Instant::now()) {
-                Begin::Kept(kept) => {
-                    app.metrics.idempotency("replayed");
-                    return Ok(replay::replay(&kept, form));
-                }
-                Begin::Reused => {
-                    app.metrics.idempotency("reused");
-                    return Err(ApiError::IdempotencyKeyReused);
-                }
-                Begin::Wait(outcome) => {
-                    app.metrics.idempotency("joined");
-                    return Ok(replay::wait(outcome, job.deadline.at, form).await);
-                }
-                Begin::Run(slot) => {
-                    app.metrics.idempotency("executed");
+            let path = "/v1/chat/completions";
+            match keyed(&app, &key, path, &request, form, job.deadline.at, note).await? {
+                Keyed::Answered(response) => return Ok(response),
+                Keyed::Runs(slot) => {
                     let (id, model) = (request_id.to_string(), model.clone());
                     let keep = move |finished: &Finished| completion_body(finished, &id, &model);
                     Either::Right(idempotency::detached(app.complete(job), slot, keep))

@@ -11,13 +11,20 @@ use std::time::Duration;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderName;
 use axum::http::request::Parts;
+use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::error::ApiError;
+use crate::idempotency::{self, Begin, RunSlot};
+use crate::ops::observe::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
+use crate::relay::replay::{self, Form};
+use crate::state::AppState;
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.
@@ -74,6 +81,52 @@ impl<S: Send + Sync> FromRequestParts<S> for CompletionHeaders {
         let IdempotencyKey(key) = IdempotencyKey::from_request_parts(parts, state).await?;
         Ok(CompletionHeaders { timeout, key })
     }
+}
+
+/// A keyed request's completion: run here, or answered from another request's run.
+pub enum Keyed {
+    /// The answer, from a kept result or a run this request waited for.
+    Answered(Response),
+    /// This request runs; its outcome goes to the slot.
+    Runs(Box<dyn RunSlot>),
+}
+
+/// Looks `key` up for the request at `path` with `request` as its body, and
+/// counts what it led to; `Err` for another request under the key.
+pub async fn keyed(
+    app: &AppState,
+    key: &str,
+    path: &str,
+    request: &Value,
+    form: Form,
+    deadline: Instant,
+    note: &mut CompletionNote,
+) -> Result<Keyed, ApiError> {
+    let fingerprint = idempotency::fingerprint(path, request);
+    let begin = app.idempotency.begin(key, fingerprint, Instant::now());
+    let outcome = match &begin {
+        Begin::Kept(_) => "replayed",
+        Begin::Reused => "reused",
+        Begin::Wait(_) => "joined",
+        Begin::Run(_) => "executed",
+    };
+    app.metrics.idempotency(outcome);
+    note.idempotency_key = Some(key.to_owned());
+    note.idempotency = Some(outcome);
+    match begin {
+        Begin::Kept(kept) => Ok(Keyed::Answered(replay::replay(&kept, form))),
+        Begin::Reused => Err(ApiError::IdempotencyKeyReused),
+        Begin::Wait(outcome) => Ok(Keyed::Answered(replay::wait(outcome, deadline, form).await)),
+        Begin::Run(slot) => Ok(Keyed::Runs(slot)),
+    }
+}
+
+/// A completion route's answer, with its note for the request's log line (an
+/// error too: it is rendered later, by the observer).
+pub fn noted(answer: Result<Response, ApiError>, note: CompletionNote) -> Response {
+    let mut response = answer.unwrap_or_else(axum::response::IntoResponse::into_response);
+    response.extensions_mut().insert(note);
+    response
 }
 
 /// `Idempotency-Key` (contract 6.6): 1–255 visible ASCII characters, else

@@ -7,19 +7,20 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use futures_util::future::Either;
-use tokio::time::Instant;
 
-use super::{CompletionHeaders, JsonBody};
+use super::{CompletionHeaders, JsonBody, Keyed, keyed, noted};
 use crate::completion::Finished;
 use crate::error::ApiError;
-use crate::idempotency::{self, Begin};
+use crate::idempotency;
 use crate::ops::observe::Arrival;
+use crate::ops::observe::CompletionNote;
 use crate::ops::request_id::RequestId;
 use crate::prompts::render;
-use crate::relay::replay::{self, Form};
+use crate::relay::replay::Form;
 use crate::relay::task_events::result_body;
 use crate::relay::task_events::{self, TaskCall};
 use crate::state::AppState;
+use tokio::time::Instant;
 
 /// Whether the caller asked for named SSE events: `Accept: text/event-stream`, or
 /// `?stream=true` (or `1`).
@@ -52,7 +53,42 @@ pub async fn run(
     WantsEvents(wants_events): WantsEvents,
     headers: CompletionHeaders,
     JsonBody(variables): JsonBody<Map<String, Value>>,
+) -> Response {
+    let mut note = CompletionNote::default();
+    let call = Call {
+        arrived,
+        request_id,
+        name,
+        wants_events,
+        headers,
+    };
+    let answer = complete(app, call, variables, &mut note).await;
+    noted(answer, note)
+}
+
+/// What the task route extracted besides the state and the variables.
+struct Call {
+    arrived: Instant,
+    request_id: RequestId,
+    name: String,
+    wants_events: bool,
+    headers: CompletionHeaders,
+}
+
+/// The task itself; `note` gathers what the request's log line adds.
+async fn complete(
+    app: AppState,
+    call: Call,
+    variables: Map<String, Value>,
+    note: &mut CompletionNote,
 ) -> Result<Response, ApiError> {
+    let Call {
+        arrived,
+        request_id,
+        name,
+        wants_events,
+        headers,
+    } = call;
     let prompt = app
         .prompts
         .get(&name)
@@ -98,22 +134,10 @@ pub async fn run(
         None => Either::Left(app.complete(job)),
         Some(key) => {
             let path = format!("/v1/tasks/{}", call.task);
-            let fingerprint = idempotency::fingerprint(&path, &Value::Object(variables));
-            match app.idempotency.begin(&key, fingerprint, Instant::now()) {
-                Begin::Kept(kept) => {
-                    app.metrics.idempotency("replayed");
-                    return Ok(replay::replay(&kept, form));
-                }
-                Begin::Reused => {
-                    app.metrics.idempotency("reused");
-                    return Err(ApiError::IdempotencyKeyReused);
-                }
-                Begin::Wait(outcome) => {
-                    app.metrics.idempotency("joined");
-                    return Ok(replay::wait(outcome, job.deadline.at, form).await);
-                }
-                Begin::Run(slot) => {
-                    app.metrics.idempotency("executed");
+            let request = Value::Object(variables);
+            match keyed(&app, &key, &path, &request, form, job.deadline.at, note).await? {
+                Keyed::Answered(response) => return Ok(response),
+                Keyed::Runs(slot) => {
                     let kept_call = call.clone();
                     let keep = move |finished: &Finished| result_body(finished, &kept_call);
                     Either::Right(idempotency::detached(app.complete(job), slot, keep))

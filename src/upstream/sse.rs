@@ -291,12 +291,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(proptest::test_runner::Config {
-            failure_persistence: Some(Box::new(
-                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
-            )),
-            ..proptest::test_runner::Config::with_cases(2000)
-        })]
+        #![proptest_config(crate::test_support::proptest_config(2000))]
 
         #[test]
         fn any_chunking_yields_the_same_events(

@@ -5,19 +5,11 @@ use std::time::Duration;
 
 use ladle::breaker::BreakerSettings;
 use ladle::budget::BudgetSettings;
-use ladle::config::{BreakerMode, Config, Secret, UpstreamProxy, UpstreamSettings};
-use serde_json::json;
+use ladle::config::BreakerMode;
 
+use crate::fleet::{chat, metric, serve as gateway, upstream as fleet_upstream};
 use crate::helpers::*;
 use crate::mock_upstream::*;
-
-fn upstream(name: &str, url: &str, priority: u32) -> UpstreamSettings {
-    UpstreamSettings {
-        name: name.to_owned(),
-        priority,
-        ..UpstreamSettings::single(url, Secret::new(API_KEY), UpstreamProxy::Off)
-    }
-}
 
 fn breaker(failures: u32, open_ms: u64) -> BreakerSettings {
     BreakerSettings {
@@ -29,42 +21,16 @@ fn breaker(failures: u32, open_ms: u64) -> BreakerSettings {
     }
 }
 
-async fn gateway(upstreams: Vec<UpstreamSettings>, adjust: impl FnOnce(&mut Config)) -> String {
-    let prompts_dir = prompts_copy();
-    let mut config = fast_config(&prompts_dir);
-    config.upstreams = upstreams;
-    adjust(&mut config);
-    serve_config(config, std::future::pending()).await.0
-}
-
-async fn chat(base: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("gateway answers")
-}
-
-async fn metric(base: &str, series: &str) -> f64 {
-    let text = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0.0)
-}
-
 #[tokio::test]
 async fn after_n_failures_in_a_row_the_breaker_opens_and_the_upstream_is_skipped() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.fallback(status(503, "{}"));
     b.cycle([sse_answer(&["b"])]);
     let base = gateway(
-        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        vec![
+            fleet_upstream("a", &a.url, 0, 1),
+            fleet_upstream("b", &b.url, 1, 1),
+        ],
         |c| {
             c.breaker_settings = breaker(2, 10_000);
         },
@@ -97,7 +63,10 @@ async fn the_failed_share_over_the_window_opens_it_too() {
     a.cycle([status(503, "{}"), sse_answer(&["a"])]);
     b.cycle([sse_answer(&["b"])]);
     let base = gateway(
-        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        vec![
+            fleet_upstream("a", &a.url, 0, 1),
+            fleet_upstream("b", &b.url, 1, 1),
+        ],
         |c| {
             c.breaker_settings = BreakerSettings {
                 failures: 100,
@@ -128,7 +97,10 @@ async fn half_open_lets_exactly_one_probe_through_and_its_success_closes_it() {
     ]));
     b.cycle([sse_answer(&["b"])]);
     let base = gateway(
-        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        vec![
+            fleet_upstream("a", &a.url, 0, 1),
+            fleet_upstream("b", &b.url, 1, 1),
+        ],
         |c| {
             c.breaker_settings = breaker(1, 200);
         },
@@ -149,7 +121,7 @@ async fn half_open_lets_exactly_one_probe_through_and_its_success_closes_it() {
 async fn every_breaker_open_is_503_with_retry_after_and_no_upstream_call() {
     let a = MockUpstream::start().await;
     a.fallback(status(503, "{}"));
-    let base = gateway(vec![upstream("a", &a.url, 0)], |c| {
+    let base = gateway(vec![fleet_upstream("a", &a.url, 0, 1)], |c| {
         c.breaker = BreakerMode::On;
         c.breaker_settings = breaker(1, 5_000);
     })
@@ -175,7 +147,10 @@ async fn a_budget_caps_retries_during_an_outage_while_fallbacks_still_go_out() {
     a.fallback(status(503, "{}"));
     b.fallback(status(503, "{}"));
     let base = gateway(
-        vec![upstream("a", &a.url, 0), upstream("b", &b.url, 1)],
+        vec![
+            fleet_upstream("a", &a.url, 0, 1),
+            fleet_upstream("b", &b.url, 1, 1),
+        ],
         |c| {
             c.breaker = BreakerMode::Off;
             c.retry_budget = BudgetSettings {

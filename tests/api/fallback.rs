@@ -4,53 +4,23 @@
 
 use std::time::Duration;
 
-use ladle::config::{Secret, UpstreamProxy, UpstreamSettings};
+use ladle::config::UpstreamSettings;
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::fleet::{self, chat, metric, upstream};
 use crate::helpers::*;
 use crate::mock_upstream::*;
-
-fn upstream(name: &str, url: &str, priority: u32, weight: u32) -> UpstreamSettings {
-    UpstreamSettings {
-        name: name.to_owned(),
-        priority,
-        weight,
-        ..UpstreamSettings::single(url, Secret::new(API_KEY), UpstreamProxy::Off)
-    }
-}
 
 /// A gateway in front of `upstreams`, with back-offs long enough (300 ms) that an
 /// immediate fallback is plain to see.
 async fn gateway(upstreams: Vec<UpstreamSettings>) -> String {
-    let prompts_dir = prompts_copy();
-    let mut config = fast_config(&prompts_dir);
-    config.backoff_base = Duration::from_millis(300);
-    config.backoff_max = Duration::from_millis(300);
-    config.min_remaining = Duration::from_millis(500);
-    config.upstreams = upstreams;
-    serve_config(config, std::future::pending()).await.0
-}
-
-async fn chat(base: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("gateway answers")
-}
-
-async fn metric(base: &str, series: &str) -> f64 {
-    let text = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0.0)
+    fleet::serve(upstreams, |config| {
+        config.backoff_base = Duration::from_millis(300);
+        config.backoff_max = Duration::from_millis(300);
+        config.min_remaining = Duration::from_millis(500);
+    })
+    .await
 }
 
 #[tokio::test]

@@ -7,16 +7,6 @@ use serde_json::{Value, json};
 use crate::mock_upstream::*;
 use crate::process::Gateway;
 
-/// The gateway's log lines for one request id and message.
-fn lines_of(gateway: &mut Gateway, request_id: &str, message: &str) -> Vec<Value> {
-    gateway
-        .all_lines()
-        .iter()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|l| l["request_id"] == request_id && l["message"] == message)
-        .collect()
-}
-
 async fn chat(gateway: &Gateway, request_id: &str, stream: bool) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", gateway.base))
@@ -41,7 +31,7 @@ async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_erro
     assert!(body.contains("upstream_failed"), "{body}");
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
-    let answered = lines_of(&mut gateway, "late-error", "request answered");
+    let answered = gateway.lines_of("late-error", "request answered");
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!(answered[0]["status"], 200);
     assert_eq!(answered[0]["outcome"], "upstream_failed");
@@ -68,7 +58,7 @@ async fn a_request_cancelled_during_a_back_off_logs_the_time_it_actually_waited(
     tokio::time::sleep(Duration::from_millis(100)).await;
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
-    let ended = lines_of(&mut gateway, "cancelled-wait", "completion ended");
+    let ended = gateway.lines_of("cancelled-wait", "completion ended");
     assert_eq!(ended.len(), 1, "{ended:?}");
     assert_eq!(ended[0]["outcome"], "cancelled");
     let waited = ended[0]["wait_ms"].as_u64().expect("wait_ms");
@@ -94,7 +84,7 @@ async fn every_failed_attempt_line_says_why() {
     assert_eq!(chat(&gateway, "why", false).await.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
-    let attempts = lines_of(&mut gateway, "why", "attempt ended");
+    let attempts = gateway.lines_of("why", "attempt ended");
     assert_eq!(attempts.len(), 3, "{attempts:?}");
     for failed in &attempts[..2] {
         let detail = failed["detail"].as_str().unwrap_or_default();
@@ -243,3 +233,36 @@ async fn logs_of_a_failing_run_never_contain_the_api_key_or_the_admin_token() {
 }
 
 // === Readiness ===
+
+#[tokio::test]
+async fn request_lines_name_the_budget_and_what_an_idempotency_key_led_to() {
+    let upstream = MockUpstream::start().await;
+    upstream.push([sse_answer(&["好"])]);
+    let mut gateway = Gateway::start(&upstream.url, &[]).await;
+    let client = reqwest::Client::new();
+    let send = |id: &'static str, content: &'static str| {
+        client
+            .post(format!("{}/v1/chat/completions", gateway.base))
+            .header("x-request-id", id)
+            .header("x-request-timeout-ms", "2500")
+            .header("idempotency-key", "logged-key")
+            .json(&json!({"messages": [{"role": "user", "content": content}]}))
+            .send()
+    };
+    assert_eq!(send("run", "hi").await.expect("answer").status(), 200);
+    assert_eq!(send("again", "hi").await.expect("answer").status(), 200);
+    assert_eq!(send("other", "bye").await.expect("answer").status(), 422);
+    gateway.terminate();
+    gateway.exited(Duration::from_secs(5)).await;
+    for (id, outcome) in [
+        ("run", "executed"),
+        ("again", "replayed"),
+        ("other", "reused"),
+    ] {
+        let lines = gateway.lines_of(id, "request answered");
+        assert_eq!(lines.len(), 1, "{id}: {lines:?}");
+        assert_eq!(lines[0]["idempotency"], outcome, "{id}");
+        assert_eq!(lines[0]["idempotency_key"], "logged-key");
+        assert_eq!(lines[0]["deadline_ms"], 2500, "{id}: the effective budget");
+    }
+}

@@ -9,6 +9,7 @@ mod cli;
 mod drill;
 mod failures;
 mod fallback;
+mod fleet;
 mod helpers;
 mod idempotency;
 mod keepalive;

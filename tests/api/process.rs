@@ -112,6 +112,16 @@ impl Gateway {
         self.lines.lock().expect("stderr lines lock").clone()
     }
 
+    /// The JSON log lines for one request id and message, after the process has
+    /// exited.
+    pub fn lines_of(&mut self, request_id: &str, message: &str) -> Vec<serde_json::Value> {
+        self.all_lines()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|l| l["request_id"] == request_id && l["message"] == message)
+            .collect()
+    }
+
     /// All stderr lines, after the process has exited.
     pub fn all_lines(&mut self) -> Vec<String> {
         if let Some(reader) = self.reader.take() {

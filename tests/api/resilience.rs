@@ -181,21 +181,11 @@ async fn a_first_output_timeout_is_logged_with_its_reason() {
     assert_eq!(response.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
-    let attempts: Vec<Value> = gateway
-        .all_lines()
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l["request_id"] == "first-output" && l["message"] == "attempt ended")
-        .collect();
+    let attempts = gateway.lines_of("first-output", "attempt ended");
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!(attempts[0]["outcome"], "not_started");
     assert_eq!(attempts[0]["reason"], "first_output_timeout");
-    let ended: Vec<Value> = gateway
-        .all_lines()
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l["request_id"] == "first-output" && l["message"] == "completion ended")
-        .collect();
+    let ended = gateway.lines_of("first-output", "completion ended");
     assert_eq!(
         ended[0]["deadline_ms"], 4000,
         "the effective budget is logged"

@@ -205,12 +205,7 @@ fn the_generators_write_numbers_the_usual_way() {
 }
 
 proptest! {
-    #![proptest_config(proptest::test_runner::Config {
-            failure_persistence: Some(Box::new(
-                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
-            )),
-            ..proptest::test_runner::Config::with_cases(256)
-        })]
+    #![proptest_config(crate::test_support::proptest_config(256))]
 
     #[test]
     fn english_words_for_0_to_999_read_back(
