@@ -2,8 +2,13 @@
 //! outcome of a run this request waited for, in the form this request asks for.
 //! Every one carries `Idempotent-Replayed: true`.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
@@ -40,23 +45,97 @@ pub fn replay(kept: &Value, form: Form) -> Response {
     response
 }
 
+/// How a waiting request learns its outcome.
+pub struct Waiting {
+    /// The run's outcome, when it comes.
+    pub outcome: BoxFuture<'static, Option<Outcome>>,
+    /// This request's own deadline.
+    pub deadline: Instant,
+    /// The form it asks for.
+    pub form: Form,
+    /// For a chat stream with `LADLE_STREAM_KEEPALIVE_MS`: the silence after
+    /// which the head and comments go out, and when the request arrived.
+    pub keep_alive: Option<(Duration, Instant)>,
+    /// This request's id, for an error event.
+    pub request_id: String,
+}
+
 /// Waits for another request's run (until this request's `deadline`), then
-/// answers with its outcome.
-pub async fn wait(
-    outcome: BoxFuture<'static, Option<Outcome>>,
-    deadline: Instant,
-    form: Form,
-) -> Response {
-    let error = match timeout_at(deadline, outcome).await {
-        Ok(Some(Ok(kept))) => return replay(&kept, form),
-        Ok(Some(Err(error))) => error,
-        Ok(None) => ApiError::UpstreamFailed("the run this request waited for was dropped".into()),
-        Err(_) => ApiError::DeadlineExceeded,
+/// answers with its outcome. A waiting chat stream sends nothing meanwhile but the
+/// keep-alive comments, if they are on.
+pub async fn wait(mut waiting: Waiting) -> Response {
+    let result = match waiting.keep_alive {
+        Some((every, arrived)) if waiting.form == Form::ChatStream => {
+            let quiet_until = (arrived + every).min(waiting.deadline);
+            match timeout_at(quiet_until, &mut waiting.outcome).await {
+                Ok(result) => Ok(result),
+                Err(_) if quiet_until < waiting.deadline => return commented(waiting, every),
+                Err(_) => Err(()),
+            }
+        }
+        _ => timeout_at(waiting.deadline, waiting.outcome)
+            .await
+            .map_err(drop),
     };
-    let mut response = error.into_completion_response(0);
-    response
-        .headers_mut()
-        .insert(REPLAYED, HeaderValue::from_static("true"));
+    match settled(result) {
+        Ok(kept) => replay(&kept, waiting.form),
+        Err(error) => {
+            let mut response = error.into_completion_response(0);
+            response
+                .headers_mut()
+                .insert(REPLAYED, HeaderValue::from_static("true"));
+            response
+        }
+    }
+}
+
+/// The outcome as this request answers it (`Err(())`: its deadline passed).
+fn settled(result: Result<Option<Outcome>, ()>) -> Result<Arc<Value>, ApiError> {
+    match result {
+        Ok(Some(outcome)) => outcome,
+        Ok(None) => Err(ApiError::UpstreamFailed(
+            "the run this request waited for was dropped".into(),
+        )),
+        Err(()) => Err(ApiError::DeadlineExceeded),
+    }
+}
+
+/// A waiting chat stream whose head goes out now: comments every `every` until
+/// the outcome, then the kept chunks, or one error event.
+fn commented(waiting: Waiting, every: Duration) -> Response {
+    let Waiting {
+        outcome,
+        deadline,
+        request_id,
+        ..
+    } = waiting;
+    let body = futures_util::stream::unfold(Some(outcome), move |state| {
+        let request_id = request_id.clone();
+        async move {
+            let mut outcome = state?;
+            let next = Instant::now() + every;
+            let result = match timeout_at(next.min(deadline), &mut outcome).await {
+                Ok(result) => Ok(result),
+                Err(_) if next < deadline => {
+                    return Some((Bytes::from_static(b": keep-alive\n\n"), Some(outcome)));
+                }
+                Err(_) => Err(()),
+            };
+            let last = match settled(result) {
+                Ok(kept) => chat_chunks(&kept),
+                Err(error) => format!("data: {}\n\n", error.body(&request_id)),
+            };
+            Some((Bytes::from(format!(": keep-alive\n\n{last}")), None))
+        }
+    });
+    let mut response =
+        axum::body::Body::from_stream(body.map(Ok::<_, std::convert::Infallible>)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(REPLAYED, HeaderValue::from_static("true"));
     response
 }
 

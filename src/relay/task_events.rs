@@ -23,8 +23,6 @@ pub struct TaskCall {
     pub task: String,
     /// The request id.
     pub request_id: String,
-    /// The model asked for.
-    pub model: String,
 }
 
 /// Drives the completion to its end and answers with one JSON document.

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use futures_util::future::Either;
 use serde_json::Value;
 
-use super::{CompletionHeaders, Keyed, RawBody, keyed, noted};
+use super::{Answering, CompletionHeaders, Keyed, RawBody, keyed, noted};
 use crate::completion::Finished;
 use crate::error::ApiError;
 use crate::idempotency;
@@ -100,7 +100,12 @@ async fn complete(
             };
             let request: Value = serde_json::from_slice(&bytes).unwrap_or_default();
             let path = "/v1/chat/completions";
-            match keyed(&app, &key, path, &request, form, job.deadline.at, note).await? {
+            let answer = Answering {
+                deadline: job.deadline.at,
+                keep_alive: app.config.stream_keepalive.map(|every| (every, arrived)),
+                request_id: request_id.as_str(),
+            };
+            match keyed(&app, &key, path, &request, form, answer, note).await? {
                 Keyed::Answered(response) => return Ok(response),
                 Keyed::Runs(slot) => {
                     let (id, model) = (request_id.to_string(), model.clone());

@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::idempotency::{self, Begin, RunSlot};
 use crate::ops::observe::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
-use crate::relay::replay::{self, Form};
+use crate::relay::replay::{self, Form, Waiting};
 use crate::state::AppState;
 
 /// A JSON body, read within the body limit and parsed whatever the content type
@@ -99,9 +99,14 @@ pub async fn keyed(
     path: &str,
     request: &Value,
     form: Form,
-    deadline: Instant,
+    answer: Answering<'_>,
     note: &mut CompletionNote,
 ) -> Result<Keyed, ApiError> {
+    let Answering {
+        deadline,
+        keep_alive,
+        request_id,
+    } = answer;
     let fingerprint = idempotency::fingerprint(path, request);
     let begin = app.idempotency.begin(key, fingerprint, Instant::now());
     let outcome = match &begin {
@@ -116,9 +121,28 @@ pub async fn keyed(
     match begin {
         Begin::Kept(kept) => Ok(Keyed::Answered(replay::replay(&kept, form))),
         Begin::Reused => Err(ApiError::IdempotencyKeyReused),
-        Begin::Wait(outcome) => Ok(Keyed::Answered(replay::wait(outcome, deadline, form).await)),
+        Begin::Wait(outcome) => Ok(Keyed::Answered(
+            replay::wait(Waiting {
+                outcome,
+                deadline,
+                form,
+                keep_alive,
+                request_id: request_id.to_owned(),
+            })
+            .await,
+        )),
         Begin::Run(slot) => Ok(Keyed::Runs(slot)),
     }
+}
+
+/// What a waiting repeat needs to answer on its own.
+pub struct Answering<'a> {
+    /// Its deadline.
+    pub deadline: Instant,
+    /// Its keep-alive comments, for a chat stream.
+    pub keep_alive: Option<(Duration, Instant)>,
+    /// Its request id.
+    pub request_id: &'a str,
 }
 
 /// A completion route's answer, with its note for the request's log line (an

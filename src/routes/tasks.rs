@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use futures_util::future::Either;
 
-use super::{CompletionHeaders, JsonBody, Keyed, keyed, noted};
+use super::{Answering, CompletionHeaders, JsonBody, Keyed, keyed, noted};
 use crate::completion::Finished;
 use crate::error::ApiError;
 use crate::idempotency;
@@ -128,14 +128,18 @@ async fn complete(
     let call = TaskCall {
         task: name,
         request_id: request_id.to_string(),
-        model,
     };
     let progress = match headers.key {
         None => Either::Left(app.complete(job)),
         Some(key) => {
             let path = format!("/v1/tasks/{}", call.task);
             let request = Value::Object(variables);
-            match keyed(&app, &key, &path, &request, form, job.deadline.at, note).await? {
+            let answer = Answering {
+                deadline: job.deadline.at,
+                keep_alive: None,
+                request_id: &call.request_id,
+            };
+            match keyed(&app, &key, &path, &request, form, answer, note).await? {
                 Keyed::Answered(response) => return Ok(response),
                 Keyed::Runs(slot) => {
                     let kept_call = call.clone();

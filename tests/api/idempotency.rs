@@ -214,3 +214,31 @@ async fn a_bad_key_is_400_before_anything_else() {
     }
     assert!(app.upstream.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_waiting_chat_stream_sends_only_keep_alive_comments_until_the_outcome() {
+    let app =
+        spawn_app_with(|config| config.stream_keepalive = Some(Duration::from_millis(50))).await;
+    app.upstream.push([slow_answer()]);
+    let path = "/v1/chat/completions";
+    let (whole, streamed) = (chat_body(false), chat_body(true));
+    let (first, waiter) = tokio::join!(send(&app, path, "ka", &whole, false), async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        send(&app, path, "ka", &streamed, false).await
+    });
+    assert_eq!(first.status(), 200);
+    assert_eq!(waiter.status(), 200);
+    assert!(replayed(&waiter));
+    let text = waiter.text().await.expect("body");
+    let events = sse_events(&text);
+    assert_eq!(
+        events[0],
+        (":".to_owned(), "keep-alive".to_owned()),
+        "{text}"
+    );
+    assert!(
+        text.contains("慢") && text.ends_with("data: [DONE]\n\n"),
+        "{text}"
+    );
+    assert_eq!(app.upstream.requests().len(), 1);
+}
