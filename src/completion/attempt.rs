@@ -66,6 +66,8 @@ pub struct Attempt {
     /// anew per read: extending a registered tokio timer is an atomic store, while a
     /// fresh one takes the timer wheel's lock to register and again to cancel.
     timer: Pin<Box<Sleep>>,
+    /// The upstream, whose secrets are scrubbed from the words it sends back.
+    upstream: Arc<Upstream>,
     /// Whether chunks' id and model are read (until output begins).
     wants_meta: bool,
     output_began: bool,
@@ -108,6 +110,7 @@ impl Attempt {
             idle_until,
             first_output_by,
             timer,
+            upstream: upstream.clone(),
             wants_meta,
             output_began: false,
             finished: false,
@@ -173,9 +176,9 @@ impl Attempt {
                         self.mode = Mode::Over;
                         Ok(None)
                     }
-                    Ok(Parsed::Error(message)) => {
-                        Err(AttemptFailure::new(FailureKind::ErrorChunk(message)))
-                    }
+                    Ok(Parsed::Error(message)) => Err(AttemptFailure::new(
+                        FailureKind::ErrorChunk(self.upstream.scrub(&message)),
+                    )),
                     Ok(Parsed::Chunk(chunk)) => Ok(Some(self.received(raw, chunk))),
                     Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
                         malformed.to_string(),
@@ -238,9 +241,9 @@ impl Attempt {
                 let raw = as_stream_chunk(&chunk);
                 Ok(Some(self.received(raw, chunk)))
             }
-            Ok(Parsed::Error(message)) => {
-                Err(AttemptFailure::new(FailureKind::ErrorChunk(message)))
-            }
+            Ok(Parsed::Error(message)) => Err(AttemptFailure::new(FailureKind::ErrorChunk(
+                self.upstream.scrub(&message),
+            ))),
             Ok(Parsed::Done) => Err(AttemptFailure::new(FailureKind::EndedEarly)),
             Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
                 malformed.to_string(),

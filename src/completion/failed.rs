@@ -28,7 +28,10 @@ impl Completion {
         let engine = &self.engine;
         let next = self.route.as_mut().and_then(|route| {
             route.remember_retry_after(failure.retry_after);
-            route.next(engine, untrusted, now)
+            if untrusted {
+                route.distrust();
+            }
+            route.next(engine, false, now)
         });
         let decision = match next {
             None => Decision::GiveUp,
@@ -73,6 +76,9 @@ impl Completion {
             return Progress::Failed(failure.into_api_error(class, self.attempt, hint));
         };
         self.log_attempt(outcome, Some(&failure.kind), Some(wait), false);
+        // Kept until the next attempt starts: if no upstream will take it then,
+        // the request ends with this failure's own code.
+        self.last_failure = Some((failure, class));
         self.engine.metrics.retry(reason);
         let from = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
         if let Some(route) = self.route.as_mut() {

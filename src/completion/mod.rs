@@ -104,6 +104,8 @@ pub struct Completion {
     route: Option<Route>,
     /// The current attempt is its upstream's half-open breaker probe.
     probe: bool,
+    /// The failure the pending retry follows, with its class.
+    last_failure: Option<(AttemptFailure, crate::retry::FailureClass)>,
     attempt: u32,
     permit: Option<OwnedSemaphorePermit>,
     answer: Answer,
@@ -127,6 +129,7 @@ impl Completion {
             phase: Phase::Queued(None),
             route: None,
             probe: false,
+            last_failure: None,
             attempt: 0,
             permit: None,
             answer: Answer::default(),
@@ -184,23 +187,34 @@ impl Completion {
         };
         // The breaker has the last word: a half-open one admits one probe, and
         // another request may have taken it since this one chose.
+        // Another upstream is taken instead only if this request has not called it
+        // yet (an immediate fallback, a first attempt for its budget).
         let mut admitted = None;
         for _ in 0..self.engine.upstreams.len() {
             match self.engine.admit(route.current(), now) {
                 Admission::Pass => admitted = Some(false),
                 Admission::Probe => admitted = Some(true),
                 Admission::Refused => match route.next(&self.engine, true, now) {
-                    Some(next) => {
+                    Some(next) if next.untried => {
                         route.move_to(next);
                         continue;
                     }
-                    None => break,
+                    _ => break,
                 },
             }
             break;
         }
         let Some(probe) = admitted else {
-            return self.on_refused(self.all_open(now));
+            // No upstream for this attempt: a retry ends with the failure that
+            // asked for it; a first attempt with every breaker open.
+            let refused = match self.last_failure.take() {
+                Some((failure, class)) => {
+                    let hint = self.job.policy.backoff(self.attempt);
+                    failure.into_api_error(class, self.attempt, hint)
+                }
+                None => self.all_open(now),
+            };
+            return self.on_refused(refused);
         };
         self.probe = probe;
         if route.enter() {

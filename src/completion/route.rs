@@ -25,6 +25,8 @@ pub struct Route {
 #[derive(Debug, Default, Clone, Copy)]
 struct Visit {
     tried: bool,
+    /// Its TLS could not be trusted: never called again in this request.
+    untrusted: bool,
     /// The `Retry-After` it sent in this request, if it did.
     retry_after: Option<Duration>,
 }
@@ -81,12 +83,20 @@ impl Route {
         }
     }
 
+    /// Marks the current upstream as one whose TLS cannot be trusted.
+    pub fn distrust(&mut self) {
+        let current = self.current();
+        self.visits[current].untrusted = true;
+    }
+
     /// The next usable upstream after the current one (wrapping round to it),
-    /// leaving the current one out when `leave_current` (its TLS cannot be trusted).
+    /// leaving out those whose TLS could not be trusted and, with `leave_current`,
+    /// the current one.
     pub fn next(&self, engine: &Engine, leave_current: bool, now: Instant) -> Option<Next> {
         let current = self.current();
         let position = routing::next_after(&self.order, self.position, |index| {
-            !(leave_current && index == current) && engine.usable(index, now)
+            let left_out = self.visits[index].untrusted || (leave_current && index == current);
+            !left_out && engine.usable(index, now)
         })?;
         let visit = self.visits[self.order[position]];
         Some(Next {

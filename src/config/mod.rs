@@ -216,9 +216,14 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
         let file = match toml_text {
-            Some(text) => text
-                .parse::<toml::Table>()
-                .map_err(|e| ConfigError::File(e.to_string()))?,
+            // The parser's message and line, not its quote of the line: that
+            // line may hold an upstream's `api_key`.
+            Some(text) => text.parse::<toml::Table>().map_err(|e| {
+                let line = e.span().map_or(0, |span| {
+                    text[..span.start.min(text.len())].matches('\n').count() + 1
+                });
+                ConfigError::File(format!("line {line}: {}", e.message()))
+            })?,
             None => toml::Table::new(),
         };
         let src = Sources {

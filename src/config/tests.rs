@@ -199,3 +199,16 @@ fn several_upstreams_come_from_the_list_or_the_file_tables_never_both_forms() {
         "LADLE_UPSTREAMS"
     );
 }
+
+#[test]
+fn a_broken_file_is_reported_by_line_without_quoting_it() {
+    let file = "[[upstreams]]\nname = \"a\"\napi_key = \"sk-secret-value\" oops\n";
+    match Config::load(Some(file), &env_of(&[])) {
+        Err(error @ ConfigError::File(_)) => {
+            let text = error.to_string();
+            assert!(text.contains("line 3"), "{text}");
+            assert!(!text.contains("sk-secret-value"), "{text}");
+        }
+        other => panic!("expected a file error, got {other:?}"),
+    }
+}

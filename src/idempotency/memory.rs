@@ -126,8 +126,8 @@ struct Slot {
 }
 
 impl Slot {
-    /// Removes this run's record, if it is still this run's.
-    fn release(&self, records: &mut Records) {
+    /// Removes this run's record, if it is still this run's; whether it was.
+    fn release(&self, records: &mut Records) -> bool {
         let ours = matches!(
             records.by_key.get(&self.key),
             Some(Record::Running { run, .. }) if *run == self.run
@@ -135,6 +135,7 @@ impl Slot {
         if ours {
             records.by_key.remove(&self.key);
         }
+        ours
     }
 }
 
@@ -142,7 +143,12 @@ impl RunSlot for Slot {
     fn succeed(mut self: Box<Self>, body: Arc<Value>) {
         self.reported = true;
         let mut records = lock(&self.records);
-        self.release(&mut records);
+        if !self.release(&mut records) {
+            // The record is no longer this run's: keep nothing over another's.
+            drop(records);
+            self.outcome.send_replace(Some(Ok(body)));
+            return;
+        }
         records.kept.retain(|k| *k != self.key);
         records.by_key.insert(
             self.key.clone(),
@@ -154,7 +160,11 @@ impl RunSlot for Slot {
         );
         records.kept.push_back(self.key.clone());
         while records.kept.len() > self.limits.max_entries {
-            if let Some(oldest) = records.kept.pop_front() {
+            let Some(oldest) = records.kept.pop_front() else {
+                break;
+            };
+            // Only a kept result goes: the key may be running again since.
+            if matches!(records.by_key.get(&oldest), Some(Record::Kept { .. })) {
                 records.by_key.remove(&oldest);
             }
         }
@@ -162,10 +172,10 @@ impl RunSlot for Slot {
         self.outcome.send_replace(Some(Ok(body)));
     }
 
-    fn fail(mut self: Box<Self>, error: ApiError) {
+    fn fail(mut self: Box<Self>, error: ApiError, attempts: u32) {
         self.reported = true;
         self.release(&mut lock(&self.records));
-        self.outcome.send_replace(Some(Err(error)));
+        self.outcome.send_replace(Some(Err((error, attempts))));
     }
 
     fn unwatched(&self) -> BoxFuture<'static, ()> {
@@ -220,7 +230,7 @@ mod tests {
     fn a_failed_or_dropped_run_is_not_kept() {
         let store = store(10);
         let now = Instant::now();
-        run(store.begin("k", 1, now)).fail(ApiError::UpstreamTimeout);
+        run(store.begin("k", 1, now)).fail(ApiError::UpstreamTimeout, 2);
         assert!(
             matches!(store.begin("k", 1, now), Begin::Run(_)),
             "dropped at once"
@@ -240,6 +250,22 @@ mod tests {
         slot.succeed(Arc::new(Value::from(7)));
         let outcome = waiting.await.expect("an outcome");
         assert_eq!(*outcome.expect("a success"), 7);
+    }
+
+    #[test]
+    fn the_bound_never_removes_a_run_in_progress() {
+        let store = store(1);
+        let now = Instant::now();
+        run(store.begin("a", 1, now)).succeed(Arc::new(Value::Null));
+        let later = now + Duration::from_secs(61);
+        let again = run(store.begin("a", 1, later));
+        run(store.begin("b", 1, later)).succeed(Arc::new(Value::Null));
+        assert!(
+            matches!(store.begin("a", 1, later), Begin::Wait(_)),
+            "still running"
+        );
+        assert!(matches!(store.begin("a", 2, later), Begin::Reused));
+        drop(again);
     }
 
     #[test]

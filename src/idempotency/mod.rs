@@ -19,8 +19,9 @@ use tokio::time::Instant;
 
 use crate::error::ApiError;
 
-/// How a run ended, for the requests that waited on it.
-pub type Outcome = Result<Arc<Value>, ApiError>;
+/// How a run ended, for the requests that waited on it: the kept body, or the
+/// error and how many attempts the run made (for `x-should-retry`).
+pub type Outcome = Result<Arc<Value>, (ApiError, u32)>;
 
 /// What a request with a key finds.
 pub enum Begin {
@@ -39,8 +40,9 @@ pub enum Begin {
 pub trait RunSlot: Send {
     /// A complete success: kept for the TTL, and given to the waiters.
     fn succeed(self: Box<Self>, body: Arc<Value>);
-    /// A failure: not kept (the next repeat runs anew); given to the waiters.
-    fn fail(self: Box<Self>, error: ApiError);
+    /// A failure after `attempts` attempts: not kept (the next repeat runs anew);
+    /// given to the waiters.
+    fn fail(self: Box<Self>, error: ApiError, attempts: u32);
     /// Resolves once no other request waits on this run.
     fn unwatched(&self) -> BoxFuture<'static, ()>;
 }
@@ -60,11 +62,12 @@ pub fn valid_key(key: &[u8]) -> bool {
 }
 
 /// What names one request: its path (task name included) and its body as JSON,
-/// object keys in any order, without chat's `stream`.
-pub fn fingerprint(path: &str, body: &Value) -> u64 {
+/// object keys in any order; `without_stream` leaves chat's top-level `stream` out
+/// (a task's variable of that name counts).
+pub fn fingerprint(path: &str, body: &Value, without_stream: bool) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     path.hash(&mut hasher);
-    hash_json(body, true, &mut hasher);
+    hash_json(body, without_stream, &mut hasher);
     hasher.finish()
 }
 
@@ -129,14 +132,15 @@ mod tests {
         let a = fingerprint(
             "/v1/chat/completions",
             &json!({"model": "m", "n": 1, "stream": true}),
+            true,
         );
-        let b = fingerprint("/v1/chat/completions", &json!({"n": 1, "model": "m"}));
+        let b = fingerprint("/v1/chat/completions", &json!({"n": 1, "model": "m"}), true);
         assert_eq!(a, b);
-        let other_body = fingerprint("/v1/chat/completions", &json!({"n": 2, "model": "m"}));
-        let other_path = fingerprint("/v1/tasks/recipe", &json!({"n": 1, "model": "m"}));
+        let other_body = fingerprint("/v1/chat/completions", &json!({"n": 2, "model": "m"}), true);
+        let other_path = fingerprint("/v1/tasks/recipe", &json!({"n": 1, "model": "m"}), true);
         assert_ne!(a, other_body);
         assert_ne!(b, other_path);
-        let nested = |v| fingerprint("/p", &json!({"x": {"stream": v}}));
+        let nested = |v| fingerprint("/p", &json!({"x": {"stream": v}}), true);
         assert_ne!(
             nested(true),
             nested(false),

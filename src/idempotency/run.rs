@@ -33,6 +33,7 @@ pub fn detached(
         let mut nobody = std::pin::pin!(nobody);
         let mut progress = std::pin::pin!(progress);
         let (mut slot, mut keep, mut to_client) = (Some(slot), Some(keep), Some(to_client));
+        let mut attempts = 0;
         loop {
             let step = tokio::select! {
                 step = progress.next() => step,
@@ -40,6 +41,7 @@ pub fn detached(
             };
             let Some(step) = step else { break };
             match &step {
+                Progress::Attempt(n) => attempts = *n,
                 Progress::Finished(finished) => {
                     if let (Some(slot), Some(keep)) = (slot.take(), keep.take()) {
                         slot.succeed(Arc::new(keep(finished)));
@@ -47,7 +49,7 @@ pub fn detached(
                 }
                 Progress::Failed(error) => {
                     if let Some(slot) = slot.take() {
-                        slot.fail(error.clone());
+                        slot.fail(error.clone(), attempts);
                     }
                 }
                 _ => {}

@@ -2,7 +2,6 @@
 //! outcome of a run this request waited for, in the form this request asks for.
 //! Every one carries `Idempotent-Replayed: true`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue, header};
@@ -79,8 +78,8 @@ pub async fn wait(mut waiting: Waiting) -> Response {
     };
     match settled(result) {
         Ok(kept) => replay(&kept, waiting.form),
-        Err(error) => {
-            let mut response = error.into_completion_response(0);
+        Err((error, attempts)) => {
+            let mut response = error.into_completion_response(attempts);
             response
                 .headers_mut()
                 .insert(REPLAYED, HeaderValue::from_static("true"));
@@ -90,13 +89,14 @@ pub async fn wait(mut waiting: Waiting) -> Response {
 }
 
 /// The outcome as this request answers it (`Err(())`: its deadline passed).
-fn settled(result: Result<Option<Outcome>, ()>) -> Result<Arc<Value>, ApiError> {
+fn settled(result: Result<Option<Outcome>, ()>) -> Outcome {
     match result {
         Ok(Some(outcome)) => outcome,
-        Ok(None) => Err(ApiError::UpstreamFailed(
-            "the run this request waited for was dropped".into(),
+        Ok(None) => Err((
+            ApiError::UpstreamFailed("the run this request waited for was dropped".into()),
+            0,
         )),
-        Err(()) => Err(ApiError::DeadlineExceeded),
+        Err(()) => Err((ApiError::DeadlineExceeded, 0)),
     }
 }
 
@@ -109,7 +109,9 @@ fn commented(waiting: Waiting, every: Duration) -> Response {
         request_id,
         ..
     } = waiting;
-    let body = futures_util::stream::unfold(Some(outcome), move |state| {
+    // The head goes out with a first comment: the silence has already lasted.
+    let first = futures_util::stream::once(std::future::ready(Bytes::from_static(COMMENT)));
+    let rest = futures_util::stream::unfold(Some(outcome), move |state| {
         let request_id = request_id.clone();
         async move {
             let mut outcome = state?;
@@ -117,25 +119,22 @@ fn commented(waiting: Waiting, every: Duration) -> Response {
             let result = match timeout_at(next.min(deadline), &mut outcome).await {
                 Ok(result) => Ok(result),
                 Err(_) if next < deadline => {
-                    return Some((Bytes::from_static(b": keep-alive\n\n"), Some(outcome)));
+                    return Some((Bytes::from_static(COMMENT), Some(outcome)));
                 }
                 Err(_) => Err(()),
             };
             let last = match settled(result) {
                 Ok(kept) => chat_chunks(&kept),
-                Err(error) => format!("data: {}\n\n", error.body(&request_id)),
+                Err((error, _)) => format!("data: {}\n\n", error.body(&request_id)),
             };
-            Some((Bytes::from(format!(": keep-alive\n\n{last}")), None))
+            Some((Bytes::from(last), None))
         }
     });
-    let mut response =
-        axum::body::Body::from_stream(body.map(Ok::<_, std::convert::Infallible>)).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(REPLAYED, HeaderValue::from_static("true"));
+    let body = first.chain(rest).map(Ok::<_, std::convert::Infallible>);
+    let mut response = sse_body(axum::body::Body::from_stream(body));
+    response
+        .headers_mut()
+        .insert(REPLAYED, HeaderValue::from_static("true"));
     response
 }
 
@@ -166,11 +165,25 @@ fn chat_chunks(kept: &Value) -> String {
     format!("data: {first}\n\ndata: {last}\n\ndata: [DONE]\n\n")
 }
 
+/// A keep-alive comment.
+const COMMENT: &[u8] = b": keep-alive\n\n";
+
 fn sse(text: String) -> Response {
-    let mut response = text.into_response();
-    response.headers_mut().insert(
+    sse_body(axum::body::Body::from(text))
+}
+
+/// An event-stream answer that no proxy buffers.
+fn sse_body(body: axum::body::Body) -> Response {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
     );
     response
 }

@@ -107,7 +107,9 @@ pub async fn keyed(
         keep_alive,
         request_id,
     } = answer;
-    let fingerprint = idempotency::fingerprint(path, request);
+    // Chat's `stream` only picks the answer's form; a task's variable of that name
+    // is part of the request.
+    let fingerprint = idempotency::fingerprint(path, request, path == "/v1/chat/completions");
     let begin = app.idempotency.begin(key, fingerprint, Instant::now());
     let outcome = match &begin {
         Begin::Kept(_) => "replayed",

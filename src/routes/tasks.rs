@@ -120,6 +120,7 @@ async fn complete(
         Some(&prompt),
         headers.timeout,
     );
+    note.deadline_ms = Some((job.deadline.at - job.deadline.started).as_millis() as u64);
     let form = if wants_events {
         Form::TaskEvents
     } else {

@@ -186,7 +186,8 @@ fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
 
 /// `POST {url}/chat/completions`, the URL's query string kept.
 fn completions_url(base_url: &str) -> Result<Url, String> {
-    let invalid = |why: &str| format!("LADLE_UPSTREAM_URL: `{base_url}` {why}");
+    // The URL is not echoed: its userinfo or query may hold a secret.
+    let invalid = |why: &str| format!("LADLE_UPSTREAM_URL: the upstream URL {why}");
     let mut url = Url::parse(base_url).map_err(|e| invalid(&format!("does not parse: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(invalid("is neither http:// nor https://"));

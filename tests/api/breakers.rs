@@ -175,3 +175,24 @@ async fn a_budget_caps_retries_during_an_outage_while_fallbacks_still_go_out() {
         + metric(&base, "ladle_retries_throttled_total{upstream=\"b\"}").await;
     assert!(throttled >= 1.0, "{throttled}");
 }
+
+#[tokio::test]
+async fn an_upstream_whose_tls_failed_is_not_called_again_in_that_request() {
+    let untrusted = crate::tls::TlsUpstream::start().await;
+    let busy = MockUpstream::start().await;
+    busy.fallback(status(503, "{}"));
+    let base = gateway(
+        vec![
+            fleet_upstream("tls", &untrusted.url, 0, 1),
+            fleet_upstream("busy", &busy.url, 1, 1),
+        ],
+        |c| c.breaker = BreakerMode::Off,
+    )
+    .await;
+    let response = chat(&base).await;
+    // tls (final for it) → busy at once → busy again after its back-offs; never tls.
+    assert_eq!(response.status(), 503);
+    assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
+    assert_eq!(untrusted.handshakes(), 1);
+    assert!(busy.requests().len() >= 2);
+}

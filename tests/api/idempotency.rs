@@ -242,3 +242,29 @@ async fn a_waiting_chat_stream_sends_only_keep_alive_comments_until_the_outcome(
     );
     assert_eq!(app.upstream.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_waiter_is_told_not_to_retry_when_the_run_it_joined_retried_already() {
+    let app = spawn_app().await;
+    app.upstream.fallback(sse(vec![
+        Step::Pause(Duration::from_millis(100)),
+        data(r#"{"error":{"message":"busy"}}"#),
+    ]));
+    let path = "/v1/chat/completions";
+    let body = chat_body(false);
+    let (first, waiter) = tokio::join!(send(&app, path, "busy-run", &body, false), async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        send(&app, path, "busy-run", &body, false).await
+    });
+    assert_eq!(
+        (first.status().as_u16(), waiter.status().as_u16()),
+        (503, 503)
+    );
+    assert!(replayed(&waiter));
+    assert_eq!(
+        waiter.headers()["x-should-retry"],
+        "false",
+        "the run made several attempts"
+    );
+    assert_eq!(first.headers()["x-should-retry"], "false");
+}

@@ -115,7 +115,7 @@ impl TlsUpstream {
         }
     }
 
-    fn handshakes(&self) -> usize {
+    pub fn handshakes(&self) -> usize {
         self.handshakes.load(Ordering::SeqCst)
     }
 
