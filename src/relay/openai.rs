@@ -7,7 +7,6 @@
 //! failure ends the stream with one `error` event and no `[DONE]`.
 
 use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::time::Duration;
 
@@ -100,19 +99,9 @@ pub async fn streaming(
 }
 
 fn sse(body: futures_util::stream::BoxStream<'static, Bytes>) -> Response {
-    let body = Body::from_stream(body.map(Ok::<_, std::convert::Infallible>));
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(
-        HeaderName::from_static("x-accel-buffering"),
-        HeaderValue::from_static("no"),
-    );
-    response
+    super::sse_response(Body::from_stream(
+        body.map(Ok::<_, std::convert::Infallible>),
+    ))
 }
 
 /// The `chat.completion` object for a finished completion.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -131,7 +131,7 @@ fn commented(waiting: Waiting, every: Duration) -> Response {
         }
     });
     let body = first.chain(rest).map(Ok::<_, std::convert::Infallible>);
-    let mut response = sse_body(axum::body::Body::from_stream(body));
+    let mut response = super::sse_response(axum::body::Body::from_stream(body));
     response
         .headers_mut()
         .insert(REPLAYED, HeaderValue::from_static("true"));
@@ -169,21 +169,5 @@ fn chat_chunks(kept: &Value) -> String {
 const COMMENT: &[u8] = b": keep-alive\n\n";
 
 fn sse(text: String) -> Response {
-    sse_body(axum::body::Body::from(text))
-}
-
-/// An event-stream answer that no proxy buffers.
-fn sse_body(body: axum::body::Body) -> Response {
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(
-        HeaderName::from_static("x-accel-buffering"),
-        HeaderValue::from_static("no"),
-    );
-    response
+    super::sse_response(axum::body::Body::from(text))
 }
