@@ -254,7 +254,10 @@ impl Completion {
 
     fn on_chunk(&mut self, received: Received) -> Progress {
         self.answer.absorb(&received.chunk);
-        if let (Some(usage), Some(upstream)) = (&received.chunk.usage, self.upstream()) {
+        // Usage comes once per answer at most: the upstream is looked up only then.
+        if let Some(usage) = &received.chunk.usage
+            && let Some(upstream) = self.upstream()
+        {
             self.engine
                 .metrics
                 .tokens(&upstream.name, self.model_sent(), usage);

@@ -7,7 +7,9 @@ use ladle::breaker::BreakerSettings;
 use ladle::budget::BudgetSettings;
 use ladle::config::BreakerMode;
 
-use crate::fleet::{chat, metric, serve as gateway, upstream as fleet_upstream};
+use crate::fleet::{
+    chat, metric, primary_and_backup, serve as gateway, upstream as fleet_upstream,
+};
 use crate::helpers::*;
 use crate::mock_upstream::*;
 
@@ -26,15 +28,9 @@ async fn after_n_failures_in_a_row_the_breaker_opens_and_the_upstream_is_skipped
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.fallback(status(503, "{}"));
     b.cycle([sse_answer(&["b"])]);
-    let base = gateway(
-        vec![
-            fleet_upstream("a", &a.url, 0, 1),
-            fleet_upstream("b", &b.url, 1, 1),
-        ],
-        |c| {
-            c.breaker_settings = breaker(2, 10_000);
-        },
-    )
+    let base = gateway(primary_and_backup(&a.url, &b.url), |c| {
+        c.breaker_settings = breaker(2, 10_000);
+    })
     .await;
     for _ in 0..5 {
         assert_eq!(chat(&base).await.status(), 200);
@@ -62,20 +58,14 @@ async fn the_failed_share_over_the_window_opens_it_too() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.cycle([status(503, "{}"), sse_answer(&["a"])]);
     b.cycle([sse_answer(&["b"])]);
-    let base = gateway(
-        vec![
-            fleet_upstream("a", &a.url, 0, 1),
-            fleet_upstream("b", &b.url, 1, 1),
-        ],
-        |c| {
-            c.breaker_settings = BreakerSettings {
-                failures: 100,
-                error_ratio: 0.5,
-                min_attempts: 4,
-                ..breaker(100, 10_000)
-            };
-        },
-    )
+    let base = gateway(primary_and_backup(&a.url, &b.url), |c| {
+        c.breaker_settings = BreakerSettings {
+            failures: 100,
+            error_ratio: 0.5,
+            min_attempts: 4,
+            ..breaker(100, 10_000)
+        };
+    })
     .await;
     for _ in 0..6 {
         assert_eq!(chat(&base).await.status(), 200);
@@ -96,15 +86,9 @@ async fn half_open_lets_exactly_one_probe_through_and_its_success_closes_it() {
         data("[DONE]"),
     ]));
     b.cycle([sse_answer(&["b"])]);
-    let base = gateway(
-        vec![
-            fleet_upstream("a", &a.url, 0, 1),
-            fleet_upstream("b", &b.url, 1, 1),
-        ],
-        |c| {
-            c.breaker_settings = breaker(1, 200);
-        },
-    )
+    let base = gateway(primary_and_backup(&a.url, &b.url), |c| {
+        c.breaker_settings = breaker(1, 200);
+    })
     .await;
     assert_eq!(chat(&base).await.status(), 200, "a fails, opens; b answers");
     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -146,20 +130,14 @@ async fn a_budget_caps_retries_during_an_outage_while_fallbacks_still_go_out() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.fallback(status(503, "{}"));
     b.fallback(status(503, "{}"));
-    let base = gateway(
-        vec![
-            fleet_upstream("a", &a.url, 0, 1),
-            fleet_upstream("b", &b.url, 1, 1),
-        ],
-        |c| {
-            c.breaker = BreakerMode::Off;
-            c.retry_budget = BudgetSettings {
-                ratio: 0.25,
-                min_per_s: 0,
-                window: Duration::from_secs(10),
-            };
-        },
-    )
+    let base = gateway(primary_and_backup(&a.url, &b.url), |c| {
+        c.breaker = BreakerMode::Off;
+        c.retry_budget = BudgetSettings {
+            ratio: 0.25,
+            min_per_s: 0,
+            window: Duration::from_secs(10),
+        };
+    })
     .await;
     let requests = 8;
     for _ in 0..requests {

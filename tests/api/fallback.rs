@@ -8,7 +8,7 @@ use ladle::config::UpstreamSettings;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::fleet::{self, chat, metric, upstream};
+use crate::fleet::{self, chat, metric, primary_and_backup, upstream};
 use crate::helpers::*;
 use crate::mock_upstream::*;
 
@@ -28,11 +28,7 @@ async fn a_busy_first_upstream_falls_back_to_the_second_at_once() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     b.push([sse_answer(&["备用"])]);
-    let base = gateway(vec![
-        upstream("a", &a.url, 0, 1),
-        upstream("b", &b.url, 1, 1),
-    ])
-    .await;
+    let base = gateway(primary_and_backup(&a.url, &b.url)).await;
     let started = Instant::now();
     let body = json_of(chat(&base).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "备用");
@@ -80,11 +76,7 @@ async fn back_on_an_upstream_already_tried_waits_the_back_off() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.push([status(503, "{}"), sse_answer(&["再来"])]);
     b.push([status(503, "{}")]);
-    let base = gateway(vec![
-        upstream("a", &a.url, 0, 1),
-        upstream("b", &b.url, 1, 1),
-    ])
-    .await;
+    let base = gateway(primary_and_backup(&a.url, &b.url)).await;
     let started = Instant::now();
     let body = json_of(chat(&base).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "再来");

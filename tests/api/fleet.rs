@@ -15,6 +15,11 @@ pub fn upstream(name: &str, url: &str, priority: u32, weight: u32) -> UpstreamSe
     }
 }
 
+/// Upstream `a` first (priority 0) and `b` behind it (priority 1).
+pub fn primary_and_backup(a: &str, b: &str) -> Vec<UpstreamSettings> {
+    vec![upstream("a", a, 0, 1), upstream("b", b, 1, 1)]
+}
+
 /// A gateway with the fast config in front of `upstreams`, changed by `adjust`;
 /// its base URL.
 pub async fn serve(upstreams: Vec<UpstreamSettings>, adjust: impl FnOnce(&mut Config)) -> String {

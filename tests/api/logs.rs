@@ -7,16 +7,6 @@ use serde_json::{Value, json};
 use crate::mock_upstream::*;
 use crate::process::Gateway;
 
-async fn chat(gateway: &Gateway, request_id: &str, stream: bool) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.base))
-        .header("x-request-id", request_id)
-        .json(&json!({"stream": stream, "messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("answer")
-}
-
 #[tokio::test]
 async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_error() {
     let upstream = MockUpstream::start().await;
@@ -25,7 +15,7 @@ async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_erro
         data(r#"{"error": {"message": "content filter"}}"#),
     ])]);
     let mut gateway = Gateway::start(&upstream.url, &[]).await;
-    let response = chat(&gateway, "late-error", true).await;
+    let response = gateway.chat("late-error", true).await;
     assert_eq!(response.status(), 200);
     let body = response.text().await.expect("body");
     assert!(body.contains("upstream_failed"), "{body}");
@@ -81,7 +71,7 @@ async fn every_failed_attempt_line_says_why() {
     ]);
     let env = [("LADLE_IDLE_TIMEOUT_MS", "100")];
     let mut gateway = Gateway::start(&upstream.url, &env).await;
-    assert_eq!(chat(&gateway, "why", false).await.status(), 200);
+    assert_eq!(gateway.chat("why", false).await.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
     let attempts = gateway.lines_of("why", "attempt ended");
@@ -99,13 +89,7 @@ async fn json_logs_have_one_line_per_attempt_and_per_request_with_the_contract_f
     upstream.push([status(503, "{}"), sse_answer(&["好"])]);
     let mut gateway = Gateway::start(&upstream.url, &[]).await;
     // Act
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.base))
-        .header("x-request-id", "log-fields-1")
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("answer");
+    let response = gateway.chat("log-fields-1", false).await;
     assert_eq!(response.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;

@@ -112,6 +112,20 @@ impl Gateway {
         self.lines.lock().expect("stderr lines lock").clone()
     }
 
+    /// A chat request with one user message, under `request_id`.
+    pub async fn chat(&self, request_id: &str, stream: bool) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", self.base))
+            .header("x-request-id", request_id)
+            .json(&serde_json::json!({
+                "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+            }))
+            .send()
+            .await
+            .expect("answer")
+    }
+
     /// The JSON log lines for one request id and message, after the process has
     /// exited.
     pub fn lines_of(&mut self, request_id: &str, message: &str) -> Vec<serde_json::Value> {

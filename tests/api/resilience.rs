@@ -171,13 +171,7 @@ async fn a_first_output_timeout_is_logged_with_its_reason() {
     upstream.push([only_role_deltas(), sse_answer(&["好"])]);
     let env = [("LADLE_FIRST_OUTPUT_TIMEOUT_MS", "150")];
     let mut gateway = Gateway::start(&upstream.url, &env).await;
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.base))
-        .header("x-request-id", "first-output")
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("answer");
+    let response = gateway.chat("first-output", false).await;
     assert_eq!(response.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
