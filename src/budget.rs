@@ -19,12 +19,26 @@ pub struct BudgetSettings {
     pub window: Duration,
 }
 
-/// One upstream's budget: when its first attempts and retries were made.
+/// Counts of first attempts and retries to one upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// First attempts.
+    pub firsts: u64,
+    /// Retries.
+    pub retries: u64,
+}
+
+/// One upstream's budget: when this replica's first attempts and retries were
+/// made, and what the rest of the fleet made over the window (contract 6.7).
 #[derive(Debug)]
 pub struct RetryBudget {
     settings: BudgetSettings,
     firsts: VecDeque<Instant>,
     retries: VecDeque<Instant>,
+    /// The other replicas' counts, as last shared; zero without a fleet.
+    others: Counts,
+    /// Counts made here and not yet shared.
+    unshared: Counts,
 }
 
 impl RetryBudget {
@@ -34,6 +48,8 @@ impl RetryBudget {
             settings,
             firsts: VecDeque::new(),
             retries: VecDeque::new(),
+            others: Counts::default(),
+            unshared: Counts::default(),
         }
     }
 
@@ -41,6 +57,7 @@ impl RetryBudget {
     pub fn first_attempt(&mut self, now: Instant) {
         self.forget_before(now);
         self.firsts.push_back(now);
+        self.unshared.firsts += 1;
     }
 
     /// Whether a retry to this upstream fits the budget at `now`; if it does, it is
@@ -48,12 +65,25 @@ impl RetryBudget {
     pub fn try_retry(&mut self, now: Instant) -> bool {
         self.forget_before(now);
         let floor = f64::from(self.settings.min_per_s) * self.settings.window.as_secs_f64();
-        let allowed = self.settings.ratio * self.firsts.len() as f64 + floor;
-        if (self.retries.len() + 1) as f64 > allowed {
+        let firsts = self.firsts.len() as u64 + self.others.firsts;
+        let retries = self.retries.len() as u64 + self.others.retries;
+        let allowed = self.settings.ratio * firsts as f64 + floor;
+        if (retries + 1) as f64 > allowed {
             return false;
         }
         self.retries.push_back(now);
+        self.unshared.retries += 1;
         true
+    }
+
+    /// The counts made here since the last call, for the fleet.
+    pub fn take_unshared(&mut self) -> Counts {
+        std::mem::take(&mut self.unshared)
+    }
+
+    /// What the other replicas made over the window (zero: none, or unknown).
+    pub fn set_others(&mut self, others: Counts) {
+        self.others = others;
     }
 
     fn forget_before(&mut self, now: Instant) {

@@ -40,8 +40,9 @@ impl StreamError {
     }
 }
 
-/// Everything a client can be told went wrong.
-#[derive(Debug, Clone, thiserror::Error)]
+/// Everything a client can be told went wrong. Serializable, so a run's error
+/// can reach a repeat waiting on another replica (contract 6.6, 6.7).
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ApiError {
     /// The body is not valid JSON, or not the right shape.
     #[error("invalid request: {0}")]
@@ -112,6 +113,9 @@ pub enum ApiError {
     /// The prompt store could not read or write a file.
     #[error("prompt storage failed: {0}")]
     Storage(String),
+    /// The fleet's Redis is unreachable, so an admin write cannot be shared.
+    #[error("the shared prompt store (Redis) is unreachable; try again shortly")]
+    StoreUnavailable,
 }
 
 impl ApiError {
@@ -134,6 +138,7 @@ impl ApiError {
             ApiError::EtagMismatch => "etag_mismatch",
             ApiError::InvalidPrompt { .. } => "invalid_prompt",
             ApiError::Storage(_) => "storage_failed",
+            ApiError::StoreUnavailable => "store_unavailable",
         }
     }
 
@@ -150,9 +155,9 @@ impl ApiError {
             | ApiError::UpstreamFailed(_)
             | ApiError::UpstreamTls(_)
             | ApiError::InvalidOutput(_) => StatusCode::BAD_GATEWAY,
-            ApiError::UpstreamBusy { .. } | ApiError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::UpstreamBusy { .. }
+            | ApiError::Overloaded { .. }
+            | ApiError::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::EtagMismatch => StatusCode::PRECONDITION_FAILED,
@@ -169,7 +174,8 @@ impl ApiError {
             | ApiError::Overloaded { .. }
             | ApiError::UpstreamTimeout
             | ApiError::DeadlineExceeded
-            | ApiError::Storage(_) => true,
+            | ApiError::Storage(_)
+            | ApiError::StoreUnavailable => true,
             ApiError::InvalidRequest(_)
             | ApiError::NotFound(_)
             | ApiError::BodyTooLarge(_)
@@ -189,6 +195,8 @@ impl ApiError {
             ApiError::UpstreamBusy { retry_after } | ApiError::Overloaded { retry_after } => {
                 Some(*retry_after)
             }
+            // Redis is looked at again every second; two cover a reconnect.
+            ApiError::StoreUnavailable => Some(Duration::from_secs(2)),
             _ => None,
         }
     }
@@ -268,6 +276,10 @@ impl From<StoreError> for ApiError {
             StoreError::EtagMismatch => ApiError::EtagMismatch,
             StoreError::Invalid(error) => error.into(),
             StoreError::Io(problem) => ApiError::Storage(problem),
+            StoreError::Unavailable(why) => {
+                tracing::warn!(%why, "an admin write found redis unreachable");
+                ApiError::StoreUnavailable
+            }
         }
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Codemap (the README's `## Architecture` has the whole map):
 //! - `config`: one validated `Config` from TOML and `LADLE_*` variables.
-//! - `upstream`: the only HTTP client (its own HTTP/1.1, read by the relaying task);
-//!   `sse` and `chunk` parse without HTTP.
+//! - `upstream`: the only HTTP client (reqwest, one per worker thread); `sse` and
+//!   `chunk` parse without HTTP.
 //! - `retry`: the retry policy as pure functions.
 //! - `completion`: the attempt loop under one deadline; the only code that sleeps.
 //! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.
@@ -12,6 +12,7 @@
 //! - `routes`, `app`: thin HTTP handlers and wiring; `server`: the accept loop
 //!   (header-read timeout, graceful drain).
 //! - `ops`: metrics, logs, request ids. `demo`: a simulated upstream.
+//! - `fleet`: prompts, idempotency records and retry budgets shared through Redis.
 //!
 //! Invariants: output state belongs to one attempt; nothing reaches a streaming
 //! client before the first output; no task outlives its request; every error that
@@ -26,6 +27,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod failure;
+pub mod fleet;
 pub mod idempotency;
 pub mod normalize;
 pub mod ops;

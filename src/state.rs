@@ -13,6 +13,9 @@ use crate::breaker::{Breaker, State};
 use crate::budget::RetryBudget;
 use crate::completion::{Completion, Engine, Guards, Job, Progress};
 use crate::config::Config;
+use crate::fleet::idempotency::RedisIdempotency;
+use crate::fleet::prompts::RedisPrompts;
+use crate::fleet::{Redis, budget};
 use crate::idempotency::{IdempotencyStore, MemoryStore};
 use crate::ops::metrics::Metrics;
 use crate::ops::request_id::RequestId;
@@ -33,6 +36,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Idempotency records.
     pub idempotency: Arc<dyn IdempotencyStore>,
+    /// The fleet's Redis (`LADLE_REDIS_URL`), if replicas share state.
+    pub redis: Option<Arc<Redis>>,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -73,14 +78,32 @@ impl AppState {
             queue_timeout: config.queue_timeout,
             metrics: metrics.clone(),
         };
-        let config_idempotency = config.idempotency;
-        let prompts: Arc<dyn PromptStore> = Arc::new(FileStore::open(&config.prompts_dir));
+        let engine = Arc::new(engine);
+        let redis = match &config.redis {
+            Some(settings) => Some(Redis::new(settings, metrics.clone())?),
+            None => None,
+        };
+        let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
+        {
+            Some(redis) => {
+                budget::share(&engine, redis.clone(), config.retry_budget.window);
+                (
+                    Arc::new(RedisPrompts::open(redis.clone(), &config.prompts_dir)),
+                    Arc::new(RedisIdempotency::new(redis.clone(), config.idempotency)),
+                )
+            }
+            None => (
+                Arc::new(FileStore::open(&config.prompts_dir)),
+                Arc::new(MemoryStore::new(config.idempotency)),
+            ),
+        };
         Ok(AppState {
             config: Arc::new(config),
-            engine: Arc::new(engine),
+            engine,
             prompts,
             metrics,
-            idempotency: Arc::new(MemoryStore::new(config_idempotency)),
+            idempotency,
+            redis,
         })
     }
 

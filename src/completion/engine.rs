@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::breaker::{Admission, Breaker, Counted, Transition};
-use crate::budget::RetryBudget;
+use crate::budget::{Counts, RetryBudget};
 use crate::failure::BusyKeywords;
 use crate::ops::metrics::Metrics;
 use crate::upstream::Upstream;
@@ -104,6 +104,17 @@ impl Engine {
             self.metrics.retry_throttled(&self.upstreams[index].name);
         }
         allowed
+    }
+
+    /// Upstream `index`'s first attempts and retries made here since last asked,
+    /// for the fleet's shared budget.
+    pub fn unshared_budget(&self, index: usize) -> Counts {
+        lock(&self.guards[index].budget).take_unshared()
+    }
+
+    /// What the other replicas made to upstream `index` over the budget's window.
+    pub fn set_fleet_budget(&self, index: usize, others: Counts) {
+        lock(&self.guards[index].budget).set_others(others);
     }
 
     /// A breaker changed state: the gauge, the counter and one log line.

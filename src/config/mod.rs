@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use crate::failure::BusyKeywords;
 
+mod fleet;
 mod proxy;
 mod resilience;
 mod secret;
 mod upstreams;
 
+pub use fleet::RedisSettings;
 pub use proxy::UpstreamProxy;
 pub use resilience::BreakerMode;
 pub use secret::Secret;
@@ -86,6 +88,8 @@ pub struct Config {
     pub breaker_settings: crate::breaker::BreakerSettings,
     /// Each upstream's retry budget.
     pub retry_budget: crate::budget::BudgetSettings,
+    /// The Redis that replicas share state through (`LADLE_REDIS_URL`), if any.
+    pub redis: Option<RedisSettings>,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
@@ -269,6 +273,7 @@ impl Config {
         };
         let (breaker, breaker_settings, retry_budget) = resilience::load(&src)?;
         let config = Config {
+            redis: fleet::load(&src)?,
             breaker,
             breaker_settings,
             retry_budget,

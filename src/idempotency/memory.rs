@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -61,7 +62,20 @@ impl MemoryStore {
 }
 
 impl IdempotencyStore for MemoryStore {
-    fn begin(&self, key: &str, fingerprint: u64, now: Instant) -> Begin {
+    fn begin<'a>(
+        &'a self,
+        key: &'a str,
+        fingerprint: u64,
+        now: Instant,
+        _: Duration,
+    ) -> BoxFuture<'a, Begin> {
+        Box::pin(std::future::ready(self.begin_now(key, fingerprint, now)))
+    }
+}
+
+impl MemoryStore {
+    /// Looks `key` up, claiming it if unused: all in memory, so at once.
+    pub fn begin_now(&self, key: &str, fingerprint: u64, now: Instant) -> Begin {
         let mut records = lock(&self.records);
         match records.by_key.get(key) {
             Some(Record::Kept {
@@ -140,14 +154,14 @@ impl Slot {
 }
 
 impl RunSlot for Slot {
-    fn succeed(mut self: Box<Self>, body: Arc<Value>) {
+    fn succeed(mut self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
         self.reported = true;
         let mut records = lock(&self.records);
         if !self.release(&mut records) {
             // The record is no longer this run's: keep nothing over another's.
             drop(records);
             self.outcome.send_replace(Some(Ok(body)));
-            return;
+            return done();
         }
         records.kept.retain(|k| *k != self.key);
         records.by_key.insert(
@@ -170,18 +184,30 @@ impl RunSlot for Slot {
         }
         drop(records);
         self.outcome.send_replace(Some(Ok(body)));
+        done()
     }
 
-    fn fail(mut self: Box<Self>, error: ApiError, attempts: u32) {
+    fn fail(mut self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()> {
         self.reported = true;
         self.release(&mut lock(&self.records));
         self.outcome.send_replace(Some(Err((error, attempts))));
+        done()
+    }
+
+    fn abandon(self: Box<Self>) -> BoxFuture<'static, ()> {
+        // `Drop` frees the key.
+        done()
     }
 
     fn unwatched(&self) -> BoxFuture<'static, ()> {
         let outcome = self.outcome.clone();
         Box::pin(async move { outcome.closed().await })
     }
+}
+
+/// A report that is over once made: memory needs no writing out.
+fn done() -> BoxFuture<'static, ()> {
+    Box::pin(std::future::ready(()))
 }
 
 impl Drop for Slot {
@@ -196,7 +222,6 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn store(max_entries: usize) -> MemoryStore {
         MemoryStore::new(Limits {
@@ -212,74 +237,84 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_kept_success_is_replayed_and_another_request_under_the_key_refused() {
+    #[tokio::test]
+    async fn a_kept_success_is_replayed_and_another_request_under_the_key_refused() {
         let store = store(10);
         let now = Instant::now();
-        run(store.begin("k", 1, now)).succeed(Arc::new(Value::from("done")));
-        assert!(matches!(store.begin("k", 1, now), Begin::Kept(body) if *body == "done"));
-        assert!(matches!(store.begin("k", 2, now), Begin::Reused));
+        run(store.begin_now("k", 1, now))
+            .succeed(Arc::new(Value::from("done")))
+            .await;
+        assert!(matches!(store.begin_now("k", 1, now), Begin::Kept(body) if *body == "done"));
+        assert!(matches!(store.begin_now("k", 2, now), Begin::Reused));
         let later = now + Duration::from_secs(61);
         assert!(
-            matches!(store.begin("k", 2, later), Begin::Run(_)),
+            matches!(store.begin_now("k", 2, later), Begin::Run(_)),
             "expired"
         );
     }
 
-    #[test]
-    fn a_failed_or_dropped_run_is_not_kept() {
+    #[tokio::test]
+    async fn a_failed_or_dropped_run_is_not_kept() {
         let store = store(10);
         let now = Instant::now();
-        run(store.begin("k", 1, now)).fail(ApiError::UpstreamTimeout, 2);
+        run(store.begin_now("k", 1, now))
+            .fail(ApiError::UpstreamTimeout, 2)
+            .await;
         assert!(
-            matches!(store.begin("k", 1, now), Begin::Run(_)),
+            matches!(store.begin_now("k", 1, now), Begin::Run(_)),
             "dropped at once"
         );
-        assert!(matches!(store.begin("k", 1, now), Begin::Run(_)));
+        assert!(matches!(store.begin_now("k", 1, now), Begin::Run(_)));
     }
 
     #[tokio::test]
     async fn a_repeat_waits_for_the_run_and_gets_its_outcome() {
         let store = store(10);
         let now = Instant::now();
-        let slot = run(store.begin("k", 1, now));
-        let Begin::Wait(waiting) = store.begin("k", 1, now) else {
+        let slot = run(store.begin_now("k", 1, now));
+        let Begin::Wait(waiting) = store.begin_now("k", 1, now) else {
             panic!("expected to wait");
         };
-        assert!(matches!(store.begin("k", 9, now), Begin::Reused));
-        slot.succeed(Arc::new(Value::from(7)));
+        assert!(matches!(store.begin_now("k", 9, now), Begin::Reused));
+        slot.succeed(Arc::new(Value::from(7))).await;
         let outcome = waiting.await.expect("an outcome");
         assert_eq!(*outcome.expect("a success"), 7);
     }
 
-    #[test]
-    fn the_bound_never_removes_a_run_in_progress() {
+    #[tokio::test]
+    async fn the_bound_never_removes_a_run_in_progress() {
         let store = store(1);
         let now = Instant::now();
-        run(store.begin("a", 1, now)).succeed(Arc::new(Value::Null));
+        run(store.begin_now("a", 1, now))
+            .succeed(Arc::new(Value::Null))
+            .await;
         let later = now + Duration::from_secs(61);
-        let again = run(store.begin("a", 1, later));
-        run(store.begin("b", 1, later)).succeed(Arc::new(Value::Null));
+        let again = run(store.begin_now("a", 1, later));
+        run(store.begin_now("b", 1, later))
+            .succeed(Arc::new(Value::Null))
+            .await;
         assert!(
-            matches!(store.begin("a", 1, later), Begin::Wait(_)),
+            matches!(store.begin_now("a", 1, later), Begin::Wait(_)),
             "still running"
         );
-        assert!(matches!(store.begin("a", 2, later), Begin::Reused));
+        assert!(matches!(store.begin_now("a", 2, later), Begin::Reused));
         drop(again);
     }
 
-    #[test]
-    fn memory_stays_bounded_past_the_most_entries() {
+    #[tokio::test]
+    async fn memory_stays_bounded_past_the_most_entries() {
         let store = store(3);
         let now = Instant::now();
         for i in 0..10 {
-            run(store.begin(&format!("k{i}"), 1, now)).succeed(Arc::new(Value::Null));
+            run(store.begin_now(&format!("k{i}"), 1, now))
+                .succeed(Arc::new(Value::Null))
+                .await;
         }
         assert_eq!(store.kept(), 3);
         assert!(
-            matches!(store.begin("k0", 1, now), Begin::Run(_)),
+            matches!(store.begin_now("k0", 1, now), Begin::Run(_)),
             "the oldest went"
         );
-        assert!(matches!(store.begin("k9", 1, now), Begin::Kept(_)));
+        assert!(matches!(store.begin_now("k9", 1, now), Begin::Kept(_)));
     }
 }

@@ -36,21 +36,32 @@ pub enum Begin {
     Reused,
 }
 
-/// Where a run reports its outcome.
+/// Where a run reports its outcome. Reports are futures, so that a shared store
+/// can write them out; the run's own task awaits them.
 pub trait RunSlot: Send {
     /// A complete success: kept for the TTL, and given to the waiters.
-    fn succeed(self: Box<Self>, body: Arc<Value>);
+    fn succeed(self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()>;
     /// A failure after `attempts` attempts: not kept (the next repeat runs anew);
     /// given to the waiters.
-    fn fail(self: Box<Self>, error: ApiError, attempts: u32);
+    fn fail(self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()>;
+    /// The run was dropped before its outcome (no one waited any more): the key
+    /// is free again.
+    fn abandon(self: Box<Self>) -> BoxFuture<'static, ()>;
     /// Resolves once no other request waits on this run.
     fn unwatched(&self) -> BoxFuture<'static, ()>;
 }
 
 /// The records of idempotency keys.
 pub trait IdempotencyStore: Send + Sync {
-    /// Looks `key` up for a request with `fingerprint`, claiming it if unused.
-    fn begin(&self, key: &str, fingerprint: u64, now: Instant) -> Begin;
+    /// Looks `key` up for a request with `fingerprint`, claiming it if unused;
+    /// a shared store gives up on its backend after `limit` and decides alone.
+    fn begin<'a>(
+        &'a self,
+        key: &'a str,
+        fingerprint: u64,
+        now: Instant,
+        limit: Duration,
+    ) -> BoxFuture<'a, Begin>;
 }
 
 /// The longest key.

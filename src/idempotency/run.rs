@@ -44,12 +44,12 @@ pub fn detached(
                 Progress::Attempt(n) => attempts = *n,
                 Progress::Finished(finished) => {
                     if let (Some(slot), Some(keep)) = (slot.take(), keep.take()) {
-                        slot.succeed(Arc::new(keep(finished)));
+                        slot.succeed(Arc::new(keep(finished))).await;
                     }
                 }
                 Progress::Failed(error) => {
                     if let Some(slot) = slot.take() {
-                        slot.fail(error.clone(), attempts);
+                        slot.fail(error.clone(), attempts).await;
                     }
                 }
                 _ => {}
@@ -59,6 +59,9 @@ pub fn detached(
             {
                 to_client = None;
             }
+        }
+        if let Some(slot) = slot {
+            slot.abandon().await;
         }
     });
     futures_util::stream::unfold(from_run, |mut from_run| async move {

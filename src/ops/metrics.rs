@@ -156,6 +156,19 @@ impl Metrics {
         .increment(1);
     }
 
+    /// Sets `ladle_redis_up` (1 reachable, 0 not).
+    pub fn redis_up(&self, up: bool) {
+        let key = Key::from_name("ladle_redis_up");
+        let gauge = self.inner.recorder.register_gauge(&key, &METADATA);
+        gauge.set(if up { 1.0 } else { 0.0 });
+    }
+
+    /// Counts a Redis call that failed or timed out, by what it was for.
+    pub fn redis_error(&self, op: &'static str) {
+        self.labelled_counter("ladle_redis_errors_total", vec![Label::new("op", op)])
+            .increment(1);
+    }
+
     /// A counter with labels, registered as it comes: for rare events only.
     fn labelled_counter(&self, name: &'static str, labels: Vec<Label>) -> Counter {
         let key = Key::from_parts(name, labels);

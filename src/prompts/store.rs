@@ -44,6 +44,9 @@ pub enum StoreError {
     /// The file system failed.
     #[error("{0}")]
     Io(String),
+    /// The shared store (Redis) did not answer.
+    #[error("shared store unreachable: {0}")]
+    Unavailable(String),
 }
 
 /// The outcome of a save.
@@ -350,7 +353,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), StoreError> {
 
 /// The millisecond prefix of a new history version: now, but always after the
 /// newest existing version (two saves in one millisecond, or a clock set back).
-fn version_millis(newest: Option<u64>, now: u64) -> u64 {
+pub(super) fn version_millis(newest: Option<u64>, now: u64) -> u64 {
     newest.map_or(now, |newest| now.max(newest + 1))
 }
 
@@ -373,27 +376,4 @@ fn now_rfc3339() -> String {
 pub fn rfc3339(millis: u64) -> String {
     let when = UNIX_EPOCH + std::time::Duration::from_millis(millis);
     humantime::format_rfc3339_millis(when).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_new_history_version_always_sorts_after_the_newest_one() {
-        assert_eq!(version_millis(None, 1_000), 1_000);
-        assert_eq!(version_millis(Some(900), 1_000), 1_000);
-        assert_eq!(
-            version_millis(Some(1_000), 1_000),
-            1_001,
-            "same millisecond"
-        );
-        assert_eq!(version_millis(Some(5_000), 1_000), 5_001, "clock set back");
-    }
-
-    #[test]
-    fn times_are_rfc3339_utc_to_the_millisecond() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(1_764_480_000_123), "2025-11-30T05:20:00.123Z");
-    }
 }

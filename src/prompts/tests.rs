@@ -90,3 +90,25 @@ fn names_follow_the_contract_pattern() {
         assert!(!valid_name(bad), "{bad}");
     }
 }
+
+mod store_times {
+    use crate::prompts::store::{rfc3339, version_millis};
+
+    #[test]
+    fn a_new_history_version_always_sorts_after_the_newest_one() {
+        assert_eq!(version_millis(None, 1_000), 1_000);
+        assert_eq!(version_millis(Some(900), 1_000), 1_000);
+        assert_eq!(
+            version_millis(Some(1_000), 1_000),
+            1_001,
+            "same millisecond"
+        );
+        assert_eq!(version_millis(Some(5_000), 1_000), 5_001, "clock set back");
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc_to_the_millisecond() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_764_480_000_123), "2025-11-30T05:20:00.123Z");
+    }
+}

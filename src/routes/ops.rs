@@ -13,22 +13,24 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// `200 {"prompts": N}` when every prompt loaded, else `503` naming the broken ones.
+/// `200 {"prompts": N}` when every prompt loaded, else `503` naming the broken
+/// ones; with a fleet's Redis, `"redis": "ok" | "unreachable"` too, which does not
+/// change the status (prompts are served from the last copy meanwhile).
 pub async fn readyz(State(app): State<AppState>) -> Response {
     let broken = app.prompts.broken();
-    let prompts = app.prompts.list().len();
+    let mut body = json!({ "prompts": app.prompts.list().len() });
+    if let Some(redis) = &app.redis {
+        body["redis"] = if redis.is_up() { "ok" } else { "unreachable" }.into();
+    }
     if broken.is_empty() {
-        return Json(json!({ "prompts": prompts })).into_response();
+        return Json(body).into_response();
     }
     let broken: serde_json::Map<_, _> = broken
         .into_iter()
         .map(|(name, why)| (name, why.into()))
         .collect();
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        Json(json!({ "prompts": prompts, "broken": broken })),
-    )
-        .into_response()
+    body["broken"] = broken.into();
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 
 /// Prometheus text exposition.

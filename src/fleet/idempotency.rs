@@ -1,0 +1,321 @@
+//! Idempotency records in Redis, for a fleet (contract 6.6, 6.7).
+//!
+//! A record is a hash at `{prefix}idem:{key}`: the request's fingerprint, the
+//! run that owns it, and its state: `running` (a claim, with a lease the owning
+//! replica renews while the run lives, so a claim of a replica that died frees
+//! the key when the lease runs out), `kept` (the body, for the TTL) or `failed`
+//! (the error, briefly, for the repeats that waited). Claiming and finishing are
+//! Lua scripts, so two replicas cannot both claim a key, and a late report never
+//! overwrites a newer run's record.
+//!
+//! A repeat waiting on a run (on any replica) polls the record, and while it
+//! waits keeps `{prefix}idem:{key}:watched` alive, which is how the run's replica
+//! knows that somebody still wants the outcome after its own client left. While
+//! Redis is unreachable, keys are looked up in this replica's memory instead.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use redis::Script;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{CALL_TIMEOUT, Redis};
+use crate::error::ApiError;
+use crate::idempotency::{Begin, IdempotencyStore, Limits, MemoryStore, Outcome, RunSlot};
+
+/// The largest body kept in Redis; a larger success is answered but not kept.
+pub const MAX_KEPT_BYTES: usize = 1 << 20;
+/// How long a failed run's error stays for the repeats that wait on it.
+const FAILED_FOR: Duration = Duration::from_secs(10);
+/// How often a waiting repeat looks at the record.
+const POLL: Duration = Duration::from_millis(50);
+/// How long a waiter's mark outlives its last poll.
+const WATCHED_FOR: Duration = Duration::from_millis(1_000);
+
+const BEGIN: &str = r#"
+local r = redis.call('HMGET', KEYS[1], 'state', 'fp', 'body')
+if r[1] and r[1] ~= 'failed' then
+  if r[2] ~= ARGV[1] then return {'reused'} end
+  if r[1] == 'kept' then return {'kept', r[3]} end
+  return {'wait'}
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'running', 'fp', ARGV[1], 'run', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {'run'}
+"#;
+
+/// Ends run `ARGV[1]`'s claim: `ARGV[2]` is `kept` (body `ARGV[3]`), `failed`
+/// (error `ARGV[3]`), `renew` or `gone`; `ARGV[4]` is how long the record lives.
+const FINISH: &str = r#"
+if redis.call('HGET', KEYS[1], 'run') ~= ARGV[1] then return 0 end
+if ARGV[2] == 'gone' then redis.call('DEL', KEYS[1]) return 1 end
+if ARGV[2] == 'kept' then redis.call('HSET', KEYS[1], 'state', 'kept', 'body', ARGV[3]) end
+if ARGV[2] == 'failed' then redis.call('HSET', KEYS[1], 'state', 'failed', 'error', ARGV[3]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"#;
+
+/// Idempotency records shared by a fleet.
+pub struct RedisIdempotency {
+    shared: Arc<Shared>,
+    memory: MemoryStore,
+}
+
+struct Shared {
+    redis: Arc<Redis>,
+    limits: Limits,
+    begin: Script,
+    finish: Script,
+    /// This replica's runs: record key → run id, for the lease renewal.
+    claims: Mutex<HashMap<String, String>>,
+    /// Names this replica's runs apart from every other replica's.
+    replica: String,
+    runs: AtomicU64,
+}
+
+impl RedisIdempotency {
+    /// A store on `redis`, with memory for when it is unreachable; starts the
+    /// renewal of this replica's claims.
+    pub fn new(redis: Arc<Redis>, limits: Limits) -> Self {
+        let shared = Arc::new(Shared {
+            redis: redis.clone(),
+            limits,
+            begin: Script::new(BEGIN),
+            finish: Script::new(FINISH),
+            claims: Mutex::default(),
+            replica: uuid::Uuid::new_v4().simple().to_string(),
+            runs: AtomicU64::new(0),
+        });
+        redis.spawn(renew(Arc::downgrade(&shared), redis.lease() / 3));
+        RedisIdempotency {
+            shared,
+            memory: MemoryStore::new(limits),
+        }
+    }
+}
+
+impl IdempotencyStore for RedisIdempotency {
+    fn begin<'a>(
+        &'a self,
+        key: &'a str,
+        fingerprint: u64,
+        now: Instant,
+        limit: Duration,
+    ) -> BoxFuture<'a, Begin> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            if !shared.redis.worth_trying() {
+                return self.memory.begin_now(key, fingerprint, now);
+            }
+            let record = shared.redis.key(&format!("idem:{key}"));
+            let run = format!(
+                "{}:{}",
+                shared.replica,
+                shared.runs.fetch_add(1, Ordering::Relaxed)
+            );
+            let mut invocation = shared.begin.prepare_invoke();
+            invocation
+                .key(&record)
+                .arg(fingerprint.to_string())
+                .arg(&run)
+                .arg(shared.redis.lease().as_millis() as u64);
+            let found: Result<Vec<String>, _> = shared
+                .redis
+                .call("idempotency_begin", limit, |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await;
+            let Ok(found) = found else {
+                return self.memory.begin_now(key, fingerprint, now);
+            };
+            match found.first().map(String::as_str) {
+                Some("reused") => Begin::Reused,
+                Some("kept") => match found.get(1).and_then(|b| serde_json::from_str(b).ok()) {
+                    Some(body) => Begin::Kept(Arc::new(body)),
+                    None => Begin::Wait(Box::pin(std::future::ready(None))),
+                },
+                Some("wait") => Begin::Wait(Box::pin(wait(shared.clone(), record, fingerprint))),
+                _ => {
+                    lock(&shared.claims).insert(record.clone(), run.clone());
+                    Begin::Run(Box::new(Slot {
+                        shared: shared.clone(),
+                        record,
+                        run,
+                    }))
+                }
+            }
+        })
+    }
+}
+
+/// Polls a record until its run's outcome (or its end without one: `None`).
+async fn wait(shared: Arc<Shared>, record: String, fingerprint: u64) -> Option<Outcome> {
+    let watched = format!("{record}:watched");
+    let fingerprint = fingerprint.to_string();
+    loop {
+        let (record, watched) = (record.clone(), watched.clone());
+        let found: Result<((), Vec<Option<String>>), _> = shared
+            .redis
+            .call("idempotency_wait", CALL_TIMEOUT, |mut c| async move {
+                redis::pipe()
+                    .cmd("SET")
+                    .arg(watched)
+                    .arg(1)
+                    .arg("PX")
+                    .arg(WATCHED_FOR.as_millis() as u64)
+                    .cmd("HMGET")
+                    .arg(record)
+                    .arg(&["state", "fp", "body", "error"])
+                    .query_async(&mut c)
+                    .await
+            })
+            .await;
+        // Unreachable for now: keep waiting, within the repeat's own deadline.
+        if let Ok((_, fields)) = found {
+            let [state, fp, body, error] = <[Option<String>; 4]>::try_from(fields).ok()?;
+            match (state.as_deref(), fp == Some(fingerprint.clone())) {
+                (None, _) | (_, false) => return None,
+                (Some("kept"), true) => {
+                    return Some(Ok(Arc::new(serde_json::from_str(&body?).ok()?)));
+                }
+                (Some("failed"), true) => {
+                    let (error, attempts): (ApiError, u32) = serde_json::from_str(&error?).ok()?;
+                    return Some(Err((error, attempts)));
+                }
+                _ => {}
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// A run's claim on a key in Redis.
+struct Slot {
+    shared: Arc<Shared>,
+    record: String,
+    run: String,
+}
+
+impl Slot {
+    /// Ends the claim as `state` with `payload`, if it is still this run's.
+    fn finish(
+        self: Box<Self>,
+        state: &'static str,
+        payload: String,
+        ttl: Duration,
+    ) -> BoxFuture<'static, ()> {
+        lock(&self.shared.claims).remove(&self.record);
+        Box::pin(async move {
+            let mut invocation = self.shared.finish.prepare_invoke();
+            invocation
+                .key(&self.record)
+                .arg(&self.run)
+                .arg(state)
+                .arg(payload)
+                .arg(ttl.as_millis() as u64);
+            // Unreachable: the claim's lease ends it; `call` logged and counted it.
+            let _: Result<i64, _> = self
+                .shared
+                .redis
+                .call("idempotency_finish", CALL_TIMEOUT, |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await;
+        })
+    }
+}
+
+impl RunSlot for Slot {
+    fn succeed(self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
+        let ttl = self.shared.limits.ttl;
+        match serde_json::to_string(body.as_ref()) {
+            Ok(text) if text.len() <= MAX_KEPT_BYTES => self.finish("kept", text, ttl),
+            _ => {
+                tracing::warn!(
+                    bytes_max = MAX_KEPT_BYTES,
+                    "a result too large to keep in redis is not kept"
+                );
+                self.finish("gone", String::new(), ttl)
+            }
+        }
+    }
+
+    fn fail(self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()> {
+        let text = serde_json::to_string(&(error, attempts)).unwrap_or_default();
+        self.finish("failed", text, FAILED_FOR)
+    }
+
+    fn abandon(self: Box<Self>) -> BoxFuture<'static, ()> {
+        self.finish("gone", String::new(), Duration::ZERO)
+    }
+
+    fn unwatched(&self) -> BoxFuture<'static, ()> {
+        let (redis, watched) = (
+            self.shared.redis.clone(),
+            format!("{}:watched", self.record),
+        );
+        Box::pin(async move {
+            loop {
+                let watched = watched.clone();
+                let seen: Result<bool, _> = redis
+                    .call("idempotency_watched", CALL_TIMEOUT, |mut c| async move {
+                        redis::cmd("EXISTS").arg(watched).query_async(&mut c).await
+                    })
+                    .await;
+                // Without Redis no waiter can be seen: the run ends with its client.
+                if !matches!(seen, Ok(true)) {
+                    return;
+                }
+                tokio::time::sleep(WATCHED_FOR / 4).await;
+            }
+        })
+    }
+}
+
+/// Renews the leases of this replica's claims, every third of a lease, until
+/// the store is gone.
+async fn renew(shared: Weak<Shared>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let claims: Vec<(String, String)> = lock(&shared.claims)
+            .iter()
+            .map(|(record, run)| (record.clone(), run.clone()))
+            .collect();
+        if claims.is_empty() {
+            continue;
+        }
+        let mut pipe = redis::pipe();
+        let lease = shared.redis.lease().as_millis() as u64;
+        for (record, run) in &claims {
+            // EVAL, not EVALSHA: a pipeline cannot load a script Redis has lost.
+            pipe.cmd("EVAL")
+                .arg(FINISH)
+                .arg(1)
+                .arg(record)
+                .arg(run)
+                .arg("renew")
+                .arg("")
+                .arg(lease);
+        }
+        let _: Result<Vec<i64>, _> = shared
+            .redis
+            .call("idempotency_renew", CALL_TIMEOUT, |mut c| async move {
+                pipe.query_async(&mut c).await
+            })
+            .await;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

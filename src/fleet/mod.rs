@@ -1,0 +1,200 @@
+//! State that replicas share through Redis (contract 6.7): prompts, idempotency
+//! records and retry budgets. Breakers, the queue and metrics stay per replica.
+//!
+//! Redis is never on the way of a request that does not need it, and never a
+//! reason for one to fail: every call has a timeout, and each shared store keeps a
+//! local copy (prompts) or falls back to memory (idempotency, budgets) while
+//! Redis is unreachable. `Redis::call` is the one place calls are made, so the
+//! health flag, `ladle_redis_up` and `ladle_redis_errors_total` see every one.
+
+pub mod budget;
+pub mod idempotency;
+pub mod prompts;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::config::RedisSettings;
+use crate::ops::metrics::Metrics;
+
+/// Longest wait for one Redis call: short next to any request's budget, long
+/// next to a round trip on a loopback or LAN.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Why a Redis call gave nothing back.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisDown {
+    /// Redis answered with an error, or the connection failed.
+    #[error("redis call failed: {0}")]
+    Failed(#[from] redis::RedisError),
+    /// No answer within the call's time.
+    #[error("redis call timed out")]
+    TimedOut,
+}
+
+/// The fleet's Redis: one multiplexed connection that reconnects by itself,
+/// driven by a runtime thread of its own, so any worker's runtime (and the
+/// blocking pool of the admin API) can use it, and the background loops that
+/// keep the shared state in step do not ride on a worker serving requests.
+pub struct Redis {
+    connection: ConnectionManager,
+    prefix: String,
+    lease: Duration,
+    up: AtomicBool,
+    /// When a call last failed (Unix milliseconds).
+    failed_at: AtomicU64,
+    metrics: Metrics,
+    runtime: tokio::runtime::Handle,
+    /// Dropped with the handle, which ends the runtime's thread.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Redis {
+    /// A handle that connects on first use, so an unreachable Redis does not stop
+    /// start-up (6.7).
+    pub fn new(settings: &RedisSettings, metrics: Metrics) -> Result<Arc<Redis>, String> {
+        // The crate's messages may quote the URL; say what failed instead.
+        let client = redis::Client::open(settings.url.expose())
+            .map_err(|_| "LADLE_REDIS_URL: not a usable redis:// URL".to_owned())?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CALL_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(CALL_TIMEOUT);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the redis runtime: {e}"))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("ladle-redis".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let _ = stopped.await;
+                });
+            })
+            .map_err(|e| format!("cannot start the redis thread: {e}"))?;
+        let connection = {
+            let _inside = handle.enter();
+            ConnectionManager::new_lazy_with_config(client, config)
+                .map_err(|_| "LADLE_REDIS_URL: cannot set up a connection".to_owned())?
+        };
+        metrics.redis_up(false);
+        Ok(Arc::new(Redis {
+            connection,
+            prefix: settings.prefix.clone(),
+            lease: settings.lease,
+            up: AtomicBool::new(false),
+            failed_at: AtomicU64::new(0),
+            metrics,
+            runtime: handle,
+            _stop: stop,
+        }))
+    }
+
+    /// Runs a background loop on the Redis runtime.
+    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        self.runtime.spawn(work);
+    }
+
+    /// Waits for `work` from a thread outside every runtime (the blocking pool).
+    pub fn block_on<T>(&self, work: impl Future<Output = T>) -> T {
+        self.runtime.block_on(work)
+    }
+
+    /// A key under the fleet's prefix.
+    pub fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// Whether the last call got an answer.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Whether a request should ask Redis: yes while it answers, and once a
+    /// second while it does not (the background loops notice its return sooner),
+    /// so an outage does not cost every keyed request a timeout.
+    pub fn worth_trying(&self) -> bool {
+        self.is_up() || unix_millis().saturating_sub(self.failed_at.load(Ordering::Relaxed)) > 1_000
+    }
+
+    /// How long an idempotency claim lives without renewal.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Makes one call (`op` names it in metrics and logs) within `limit` (at most
+    /// `CALL_TIMEOUT`), and records whether Redis answered.
+    pub async fn call<T, F, Fut>(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        f: F,
+    ) -> Result<T, RedisDown>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let limit = limit.min(CALL_TIMEOUT);
+        let answer = match tokio::time::timeout(limit, f(self.connection.clone())).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) if !is_connection_error(&error) => {
+                // Redis answered (a script or type error): it is up, the call failed.
+                self.mark(true, op, None);
+                self.metrics.redis_error(op);
+                return Err(RedisDown::Failed(error));
+            }
+            Ok(Err(error)) => Err(RedisDown::Failed(error)),
+            Err(_) => Err(RedisDown::TimedOut),
+        };
+        match &answer {
+            Ok(_) => self.mark(true, op, None),
+            Err(error) => {
+                self.failed_at.store(unix_millis(), Ordering::Relaxed);
+                self.metrics.redis_error(op);
+                self.mark(false, op, Some(error));
+            }
+        }
+        answer
+    }
+
+    /// Records reachability; a change is one log line and the gauge.
+    fn mark(&self, up: bool, op: &'static str, error: Option<&RedisDown>) {
+        if self.up.swap(up, Ordering::Relaxed) == up {
+            return;
+        }
+        self.metrics.redis_up(up);
+        match error {
+            None => tracing::info!(op, "redis reachable: replicas share state"),
+            // The error names what failed (refused, timed out), never the URL.
+            Some(error) => tracing::warn!(
+                op,
+                error = %error,
+                "redis unreachable: serving from local copies and memory"
+            ),
+        }
+    }
+}
+
+fn is_connection_error(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_unrecoverable_error()
+}
+
+/// Milliseconds since the Unix epoch: replicas on different hosts agree on it well
+/// enough for one-second budget buckets and version times.
+pub fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
