@@ -18,6 +18,8 @@ mod mock_upstream;
 mod ops;
 mod process;
 mod proxy;
+mod redis_server;
+mod replicas;
 mod requests;
 mod resilience;
 mod shutdown;

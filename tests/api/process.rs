@@ -95,6 +95,12 @@ impl Gateway {
         assert!(status.success(), "kill -TERM failed");
     }
 
+    /// Kills the process outright (SIGKILL), as a crashed host would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Waits (up to `limit`) for the process to exit.
     pub async fn exited(&mut self, limit: Duration) -> ExitStatus {
         let give_up = Instant::now() + limit;

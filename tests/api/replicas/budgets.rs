@@ -1,0 +1,44 @@
+//! The retry budget is the fleet's: what one replica spent, the other cannot.
+
+use super::*;
+use ladle::budget::BudgetSettings;
+
+#[tokio::test]
+async fn the_fleet_shares_one_retry_budget_per_upstream_during_an_outage() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(status(
+        503,
+        r#"{"error": {"message": "当前模型访问量较大，请稍后重试"}}"#,
+    ));
+    // No earned retries, a floor of 4 per window, two attempts per request.
+    let tight = |c: &mut Config| {
+        c.max_attempts = 2;
+        c.retry_budget = BudgetSettings {
+            ratio: 0.0,
+            min_per_s: 1,
+            window: Duration::from_secs(4),
+        };
+    };
+    let a = Replica::start(&redis, &upstream, &[], tight).await;
+    let b = Replica::start(&redis, &upstream, &[], tight).await;
+    for _ in 0..8 {
+        assert_eq!(a.chat(None).await.status(), 503);
+    }
+    assert_eq!(upstream.requests().len(), 8 + 4, "A spent the floor");
+    // Two sharing rounds (250 ms each) later, B knows.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for _ in 0..8 {
+        assert_eq!(b.chat(None).await.status(), 503);
+    }
+    assert_eq!(
+        upstream.requests().len(),
+        8 + 4 + 8,
+        "B made no retry: the fleet's budget was spent (apart, each would retry 4)"
+    );
+    assert_eq!(
+        b.metric("ladle_retries_throttled_total{upstream=\"default\"}")
+            .await,
+        8.0
+    );
+}

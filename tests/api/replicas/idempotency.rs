@@ -1,0 +1,132 @@
+//! Idempotency keys across replicas: a kept result, a run in progress, and a
+//! claim whose replica died.
+
+use super::*;
+use crate::process::Gateway;
+use crate::redis_server::REDIS_PASSWORD;
+
+fn replayed(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true")
+}
+
+#[tokio::test]
+async fn a_key_used_on_one_replica_is_replayed_by_the_other_without_an_upstream_call() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    upstream.push([sse_answer(&["红烧", "肉"])]);
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let first = a.chat(Some("order-1")).await;
+    assert!(!replayed(&first));
+    let first = json_of(first).await;
+    let again = b.chat(Some("order-1")).await;
+    assert!(replayed(&again));
+    assert_eq!(json_of(again).await, first, "A's body, unchanged");
+    assert_eq!(upstream.requests().len(), 1);
+    assert_eq!(
+        b.metric("ladle_idempotency_total{outcome=\"replayed\"}")
+            .await,
+        1.0
+    );
+    // Another request under the key is refused on either replica.
+    let other = b
+        .client
+        .post(format!("{}/v1/chat/completions", b.base))
+        .header("idempotency-key", "order-1")
+        .json(&json!({"messages": [{"role": "user", "content": "别的菜"}]}))
+        .send()
+        .await
+        .expect("B answers");
+    assert_eq!(other.status(), 422);
+}
+
+#[tokio::test]
+async fn a_run_in_progress_on_one_replica_is_waited_for_by_the_other() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    upstream.push([sse(vec![
+        Step::Pause(Duration::from_millis(250)),
+        data(&content("慢炖")),
+        data(&finish()),
+        data("[DONE]"),
+    ])]);
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let running = tokio::spawn({
+        let a = Replica {
+            client: reqwest::Client::new(),
+            ..a
+        };
+        async move { json_of(a.chat(Some("stew")).await).await }
+    });
+    while upstream.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waited = b.chat(Some("stew")).await;
+    assert!(replayed(&waited));
+    let waited = json_of(waited).await;
+    let ran = running.await.expect("A's request");
+    assert_eq!(waited, ran);
+    assert_eq!(waited["choices"][0]["message"]["content"], "慢炖");
+    assert_eq!(upstream.requests().len(), 1);
+    assert_eq!(
+        b.metric("ladle_idempotency_total{outcome=\"joined\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_claim_held_by_a_killed_replica_expires_with_its_lease() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    // A's run never ends: the upstream stalls until A dies.
+    upstream.push([sse(vec![data(&role()), Step::Stall])]);
+    upstream.fallback(sse_answer(&["重做"]));
+    let url = redis.url();
+    let env = [
+        ("LADLE_REDIS_URL", url.as_str()),
+        ("LADLE_REDIS_LEASE_MS", "600"),
+        ("LADLE_IDLE_TIMEOUT_MS", "10000"),
+        ("LADLE_DEADLINE_MS", "20000"),
+    ];
+    let mut a = Gateway::start(&upstream.url, &env).await;
+    let a_base = a.base.clone();
+    tokio::spawn(async move {
+        let _ = reqwest::Client::new()
+            .post(format!("{a_base}/v1/chat/completions"))
+            .header("idempotency-key", "crashed")
+            .json(&json!({"messages": [{"role": "user", "content": "今天吃什么"}]}))
+            .send()
+            .await;
+    });
+    while upstream.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.kill();
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    // The repeat waits for the dead run until its lease runs out, then hears it
+    // was dropped; the next repeat runs anew.
+    let started = Instant::now();
+    let waited = b.chat(Some("crashed")).await;
+    assert!(replayed(&waited));
+    assert_eq!(waited.status(), 502);
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+    let rerun = b.chat(Some("crashed")).await;
+    assert!(!replayed(&rerun));
+    assert_eq!(
+        json_of(rerun).await["choices"][0]["message"]["content"],
+        "重做"
+    );
+    // The dead replica never logged the Redis password.
+    let logs = a.all_lines().join("\n");
+    assert!(logs.contains("redis reachable"), "{logs}");
+    assert!(!logs.contains(REDIS_PASSWORD), "{logs}");
+}

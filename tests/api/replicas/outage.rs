@@ -1,0 +1,146 @@
+//! Redis going away, at start and under load, and coming back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::*;
+use crate::process::Gateway;
+use crate::redis_server::{REDIS_PASSWORD, free_port};
+
+#[tokio::test]
+async fn an_unreachable_redis_at_start_stops_nothing_but_admin_writes() {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(sse_answer(&["照常"]));
+    let url = format!("redis://:{REDIS_PASSWORD}@127.0.0.1:{}", free_port());
+    let env = [
+        ("LADLE_REDIS_URL", url.as_str()),
+        ("LADLE_ADMIN_TOKEN", TOKEN),
+    ];
+    let mut gateway = Gateway::start(&upstream.url, &env).await;
+    let client = reqwest::Client::new();
+    // Chat, with and without a key, and tasks from the folder's prompts.
+    for key in [None, Some("k-1")] {
+        let mut request = client
+            .post(format!("{}/v1/chat/completions", gateway.base))
+            .json(&json!({"messages": [{"role": "user", "content": "hi"}]}));
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        assert_eq!(request.send().await.expect("answer").status(), 200);
+    }
+    let ready = client
+        .get(format!("{}/readyz", gateway.base))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(ready.status(), 200, "readiness depends on the prompts only");
+    let ready = json_of(ready).await;
+    assert_eq!(ready["redis"], "unreachable");
+    assert_eq!(ready["prompts"], 2);
+    let write = client
+        .put(format!("{}/admin/prompts/soup", gateway.base))
+        .bearer_auth(TOKEN)
+        .body(small_prompt("汤"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(write.status(), 503);
+    assert!(write.headers().contains_key("retry-after"));
+    let error = json_of(write).await["error"].clone();
+    assert_eq!(error["code"], "store_unavailable");
+    assert_eq!(error["retryable"], true);
+    let metrics = client
+        .get(format!("{}/metrics", gateway.base))
+        .send()
+        .await
+        .expect("answer")
+        .text()
+        .await
+        .expect("metrics");
+    assert!(metrics.contains("ladle_redis_up 0"), "{metrics}");
+    assert!(
+        metrics.contains("ladle_redis_errors_total{op="),
+        "{metrics}"
+    );
+    gateway.terminate();
+    gateway.exited(Duration::from_secs(5)).await;
+    let logs = gateway.all_lines().join("\n");
+    assert!(logs.contains("redis unreachable"), "{logs}");
+    assert!(!logs.contains(REDIS_PASSWORD), "{logs}");
+}
+
+#[tokio::test]
+async fn redis_stopped_under_load_fails_no_request_and_sharing_resumes_when_it_returns() {
+    let mut redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(sse_answer(&["稳"]));
+    let a = Arc::new(Replica::start(&redis, &upstream, &[], |_| {}).await);
+    let b = Arc::new(Replica::start(&redis, &upstream, &[], |_| {}).await);
+    a.sees("recipe", b.etag("recipe").await.as_deref()).await;
+    // Load on both replicas, half of it keyed, until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|worker| {
+            let (replica, stop) = (if worker % 2 == 0 { &a } else { &b }.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let key = format!("load-{worker}-{n}");
+                    let response = replica.chat((n % 2 == 0).then_some(key.as_str())).await;
+                    statuses.push(response.status().as_u16());
+                }
+                statuses
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    redis.stop();
+    // Within 2 s both replicas notice; writes are refused meanwhile.
+    for replica in [&a, &b] {
+        let started = Instant::now();
+        while replica.ready().await["redis"] != "unreachable" {
+            assert!(started.elapsed() < Duration::from_secs(2));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(replica.metric("ladle_redis_up").await, 0.0);
+    }
+    let refused = a.put("soup", &small_prompt("停"), None).await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(json_of(refused).await["error"]["code"], "store_unavailable");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    redis.restart().await;
+    // Within 2 s of its return, a write on A goes through and B serves it.
+    let started = Instant::now();
+    let etag = loop {
+        let saved = a.put("soup", &small_prompt("回来了"), None).await;
+        if saved.status().is_success() {
+            break etag_of(&saved);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{}",
+            saved.status()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    b.sees("soup", Some(&etag)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    for replica in [&a, &b] {
+        assert_eq!(replica.ready().await["redis"], "ok");
+        assert_eq!(replica.metric("ladle_redis_up").await, 1.0);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut answered = 0;
+    for worker in load {
+        let statuses = worker.await.expect("a load worker");
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+        answered += statuses.len();
+    }
+    assert!(answered > 20, "the load ran: {answered} requests");
+}

@@ -1,0 +1,161 @@
+//! Prompts shared through Redis: edits, deletes, history, rollback, `If-Match`
+//! and seeding, across two replicas.
+
+use super::*;
+
+#[tokio::test]
+async fn an_edit_on_one_replica_is_what_the_other_sends_upstream_within_2_s() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(sse_answer(&["好"]));
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    // B looks at Redis at the default pace (once a second), as in production.
+    let b = Replica::start(&redis, &upstream, &[], |c| {
+        c.prompt_reload = Duration::from_secs(1);
+    })
+    .await;
+    let saved = a.put("soup", &small_prompt("副本甲改的汤"), None).await;
+    assert_eq!(saved.status(), 201);
+    let etag = etag_of(&saved);
+    let took = b.sees("soup", Some(&etag)).await;
+    let answer = b
+        .client
+        .post(format!("{}/v1/tasks/soup", b.base))
+        .json(&json!({"dish": "番茄蛋汤"}))
+        .send()
+        .await
+        .expect("B answers");
+    assert_eq!(answer.status(), 200, "{took:?}");
+    assert_eq!(sent_user_message(&upstream, 0), "副本甲改的汤：番茄蛋汤");
+    // B's folder never had the prompt: it came through Redis.
+    assert!(!b.prompts_dir.join("soup.toml").exists());
+}
+
+#[tokio::test]
+async fn delete_history_rollback_and_if_match_agree_across_replicas() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let v1 = etag_of(&a.put("soup", &small_prompt("一"), None).await);
+    b.sees("soup", Some(&v1)).await;
+    // B saves over A's version with A's ETag; A's stale ETag then fails on A.
+    let second = b.put("soup", &small_prompt("二"), Some(&v1)).await;
+    assert_eq!(second.status(), 200);
+    let v2 = etag_of(&second);
+    let stale = a.put("soup", &small_prompt("三"), Some(&v1)).await;
+    assert_eq!(
+        stale.status(),
+        412,
+        "the ETag check is the fleet's, not A's copy's"
+    );
+    // History made on B reads the same on A.
+    let history = |r: &Replica| r.admin(Method::GET, "/admin/prompts/soup/history").send();
+    let on_a: Value = json_of(history(&a).await.expect("A answers")).await;
+    let on_b: Value = json_of(history(&b).await.expect("B answers")).await;
+    assert_eq!(on_a, on_b);
+    assert_eq!(on_a[0]["etag"], v1.as_str());
+    // Rollback on A to v1: B serves it.
+    let version = on_a[0]["version"].as_str().expect("a version").to_owned();
+    let rolled = a
+        .admin(Method::POST, "/admin/prompts/soup/rollback")
+        .json(&json!({"version": version}))
+        .send()
+        .await
+        .expect("A answers");
+    assert_eq!(rolled.status(), 200);
+    assert_eq!(etag_of(&rolled), v1);
+    b.sees("soup", Some(&v1)).await;
+    // Delete on B with a stale ETag fails, with the live one succeeds; A follows,
+    // and the history stays.
+    let delete = |tag: &str| {
+        b.admin(Method::DELETE, "/admin/prompts/soup")
+            .header("if-match", tag)
+            .send()
+    };
+    assert_eq!(delete(&v2).await.expect("B answers").status(), 412);
+    assert_eq!(delete(&v1).await.expect("B answers").status(), 204);
+    a.sees("soup", None).await;
+    let after: Value = json_of(history(&a).await.expect("A answers")).await;
+    assert_eq!(after.as_array().map(Vec::len), Some(3), "{after}");
+}
+
+#[tokio::test]
+async fn two_concurrent_saves_with_one_etag_get_one_200_and_one_412() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let base = etag_of(&a.put("soup", &small_prompt("底"), None).await);
+    b.sees("soup", Some(&base)).await;
+    for round in 0..5 {
+        let live = a.etag("soup").await.expect("live");
+        let (text_a, text_b) = (
+            small_prompt(&format!("甲{round}")),
+            small_prompt(&format!("乙{round}")),
+        );
+        let (one, other) = tokio::join!(
+            a.put("soup", &text_a, Some(&live)),
+            b.put("soup", &text_b, Some(&live)),
+        );
+        let mut statuses = [one.status().as_u16(), other.status().as_u16()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 412], "round {round}");
+        let winner = if one.status() == 200 { &one } else { &other };
+        let winner = etag_of(winner);
+        a.sees("soup", Some(&winner)).await;
+        b.sees("soup", Some(&winner)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_replicas_starting_together_seed_the_fleet_once() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    let only_a = small_prompt("只在甲");
+    let only_b = small_prompt("只在乙");
+    let (extra_a, extra_b) = ([("only_a", only_a.as_str())], [("only_b", only_b.as_str())]);
+    let (a, b) = tokio::join!(
+        Replica::start(&redis, &upstream, &extra_a, |_| {}),
+        Replica::start(&redis, &upstream, &extra_b, |_| {}),
+    );
+    let names = |r: &Replica| {
+        let r = r.admin(Method::GET, "/admin/prompts").send();
+        async move {
+            let list: Value = json_of(r.await.expect("answers")).await;
+            let mut names: Vec<String> = list
+                .as_array()
+                .expect("a prompt list")
+                .iter()
+                .filter_map(|p| p["name"].as_str().map(str::to_owned))
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    let started = Instant::now();
+    loop {
+        let (on_a, on_b) = (names(&a).await, names(&b).await);
+        let one_folder =
+            on_a == ["fridge", "only_a", "recipe"] || on_a == ["fridge", "only_b", "recipe"];
+        if one_folder && on_a == on_b {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "A {on_a:?}, B {on_b:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut connection = redis.connection().await;
+    let stored: Vec<String> = redis::cmd("HKEYS")
+        .arg("ladle:prompts:text")
+        .query_async(&mut connection)
+        .await
+        .expect("HKEYS");
+    assert_eq!(
+        stored.len(),
+        3,
+        "one folder was copied in, not both: {stored:?}"
+    );
+}
