@@ -47,9 +47,17 @@ async fn a_key_used_on_one_replica_is_replayed_by_the_other_without_an_upstream_
 async fn a_run_in_progress_on_one_replica_is_waited_for_by_the_other() {
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
+    // The run outlasts the claim's lease (600 ms): A must keep renewing it.
+    let pause = || Step::Pause(Duration::from_millis(250));
     upstream.push([sse(vec![
-        Step::Pause(Duration::from_millis(250)),
-        data(&content("慢炖")),
+        data(&role()),
+        pause(),
+        data(&content("慢")),
+        pause(),
+        data(&content("炖")),
+        pause(),
+        data(&content("好")),
+        pause(),
         data(&finish()),
         data("[DONE]"),
     ])]);
@@ -70,7 +78,7 @@ async fn a_run_in_progress_on_one_replica_is_waited_for_by_the_other() {
     let waited = json_of(waited).await;
     let ran = running.await.expect("A's request");
     assert_eq!(waited, ran);
-    assert_eq!(waited["choices"][0]["message"]["content"], "慢炖");
+    assert_eq!(waited["choices"][0]["message"]["content"], "慢炖好");
     assert_eq!(upstream.requests().len(), 1);
     assert_eq!(
         b.metric("ladle_idempotency_total{outcome=\"joined\"}")
