@@ -138,3 +138,48 @@ async fn a_claim_held_by_a_killed_replica_expires_with_its_lease() {
     assert!(logs.contains("redis reachable"), "{logs}");
     assert!(!logs.contains(REDIS_PASSWORD), "{logs}");
 }
+
+#[tokio::test]
+async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    let pause = || Step::Pause(Duration::from_millis(150));
+    upstream.push([sse(vec![
+        data(&role()),
+        pause(),
+        data(&content("接着")),
+        pause(),
+        data(&content("做")),
+        pause(),
+        data(&finish()),
+        data("[DONE]"),
+    ])]);
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let leaving = tokio::spawn(async move { a.chat(Some("left")).await });
+    while upstream.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waiting = tokio::spawn(async move { b.chat(Some("left")).await });
+    // Once B's repeat is seen waiting, A's client goes away.
+    let mut connection = redis.connection().await;
+    loop {
+        let watched: bool = redis::cmd("EXISTS")
+            .arg("ladle:idem:left:watched")
+            .query_async(&mut connection)
+            .await
+            .expect("EXISTS");
+        if watched {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    leaving.abort();
+    let waited = waiting.await.expect("B's request");
+    assert!(replayed(&waited));
+    assert_eq!(
+        json_of(waited).await["choices"][0]["message"]["content"],
+        "接着做"
+    );
+    assert_eq!(upstream.requests().len(), 1);
+}
