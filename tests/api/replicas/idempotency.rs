@@ -183,3 +183,31 @@ async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica
     );
     assert_eq!(upstream.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_result_over_the_size_bound_is_answered_but_not_kept() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    // 1,100 chunks of 1,000 bytes: over the 1 MiB a kept result may take.
+    let piece = "汤".repeat(333) + "x";
+    let pieces: Vec<&str> = std::iter::repeat_n(piece.as_str(), 1_100).collect();
+    upstream.push([sse_answer(&pieces), sse_answer(&["小份"])]);
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let big = a.chat(Some("big")).await;
+    assert_eq!(big.status(), 200);
+    let big = json_of(big).await;
+    assert_eq!(
+        big["choices"][0]["message"]["content"]
+            .as_str()
+            .map(str::len),
+        Some(1_100_000)
+    );
+    let again = b.chat(Some("big")).await;
+    assert!(!replayed(&again), "not kept: the repeat runs anew");
+    assert_eq!(
+        json_of(again).await["choices"][0]["message"]["content"],
+        "小份"
+    );
+    assert_eq!(upstream.requests().len(), 2);
+}
