@@ -23,6 +23,8 @@ pub struct Load {
     pub chunks: u32,
     /// Gap between content chunks, in ms.
     pub gap_ms: u64,
+    /// Whether each request carries an `Idempotency-Key` of its own (so each runs).
+    pub keyed: bool,
 }
 
 /// What one run measured.
@@ -70,20 +72,28 @@ pub fn body(chunks: u32, gap_ms: u64) -> Bytes {
     ))
 }
 
-/// Runs `load` against `url` and measures every request.
-pub async fn run(client: &reqwest::Client, url: &str, load: Load) -> Sample {
+/// Runs `load` against `urls` (round robin, request by request) and measures
+/// every request.
+pub async fn run(client: &reqwest::Client, urls: &[String], load: Load) -> Sample {
     let next = Arc::new(AtomicUsize::new(0));
     let body = body(load.chunks, load.gap_ms);
     let started = Instant::now();
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
     let workers: Vec<_> = (0..load.concurrency)
         .map(|_| {
-            let (client, url, body, next) =
-                (client.clone(), url.to_owned(), body.clone(), next.clone());
+            let (client, urls, body, next) =
+                (client.clone(), urls.to_vec(), body.clone(), next.clone());
+            let run_id = run_id.clone();
             tokio::spawn(async move {
                 let mut timings = Vec::new();
                 let mut errors = 0;
-                while next.fetch_add(1, Ordering::Relaxed) < load.requests {
-                    match one(&client, &url, body.clone()).await {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= load.requests {
+                        break;
+                    }
+                    let key = load.keyed.then(|| format!("bench-{run_id}-{n}"));
+                    match one(&client, &urls[n % urls.len()], body.clone(), key).await {
                         Some(timing) => timings.push(timing),
                         None => errors += 1,
                     }
@@ -108,15 +118,21 @@ pub async fn run(client: &reqwest::Client, url: &str, load: Load) -> Sample {
 }
 
 /// One request: `(ttft, total)` in ms, or `None` on any failure.
-async fn one(client: &reqwest::Client, url: &str, body: Bytes) -> Option<(f64, f64)> {
+async fn one(
+    client: &reqwest::Client,
+    url: &str,
+    body: Bytes,
+    key: Option<String>,
+) -> Option<(f64, f64)> {
     let sent = Instant::now();
-    let mut response = client
+    let mut request = client
         .post(url)
         .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .ok()?;
+        .body(body);
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let mut response = request.send().await.ok()?;
     if response.status() != 200 {
         return None;
     }

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::procfs::{children_of, cpu_ticks, schedstat_ns, status_kib};
+
 /// The raising prelude every child runs through.
 const RAISE_FDS: &str =
     "ulimit -n 65536 2>/dev/null || ulimit -n \"$(ulimit -Hn)\"; exec \"$0\" \"$@\"";
@@ -29,6 +31,18 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// A started child listening on `addr`, with its scratch folder.
+    pub fn new(addr: SocketAddr, child: Child, scratch: PathBuf) -> Proc {
+        let pids = vec![child.id()];
+        let scratch = Some(scratch);
+        Proc {
+            addr,
+            child,
+            pids,
+            scratch,
+        }
+    }
+
     /// CPU time of all its processes, in nanoseconds. A thread that ended takes
     /// its time with it, so a measurement spans no thread's exit: nginx's processes
     /// are single-threaded, and ladle's threads live as long as it does.
@@ -116,7 +130,7 @@ pub fn reexec_with_more_fds() -> Result<bool, String> {
     Ok(status.success())
 }
 
-fn spawn(program: &Path, args: &[&str]) -> Command {
+pub fn spawn(program: &Path, args: &[&str]) -> Command {
     let mut command = Command::new("sh");
     command.arg("-c").arg(RAISE_FDS).arg(program).args(args);
     command.stdin(Stdio::null()).stdout(Stdio::null());
@@ -181,12 +195,14 @@ fn upstream_env(upstream: SocketAddr) -> Result<(&'static str, String), String> 
     Ok(("LADLE_UPSTREAMS", list.to_string()))
 }
 
-/// Starts ladle's release binary in front of the mock and waits for its address.
-pub fn start_ladle(upstream: SocketAddr) -> Result<Proc, String> {
+/// Starts ladle's release binary in front of the mock, with `extra` settings, and
+/// waits for its address.
+pub fn start_ladle(upstream: SocketAddr, extra: &[(&str, String)]) -> Result<Proc, String> {
     let binary = Path::new(env!("CARGO_BIN_EXE_ladle"));
     let (key, value) = upstream_env(upstream)?;
     let mut child = spawn(binary, &["serve"])
         .env(key, value)
+        .envs(extra.iter().map(|(k, v)| (k, v)))
         .env("LADLE_LISTEN", "127.0.0.1:0")
         .env("LADLE_MODEL", "m")
         .env(
@@ -346,51 +362,7 @@ http {{
     Ok(proc)
 }
 
-fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
-}
-
-/// The `(fields after the command name)` of `/proc/PID/stat`.
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    Some(after.split_whitespace().map(str::to_owned).collect())
-}
-
-/// The nanoseconds on CPU of every thread of `pid`.
-fn schedstat_ns(pid: u32) -> Option<u64> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut total = 0;
-    for task in tasks.flatten() {
-        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(total)
-}
-
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    // Fields 14 and 15 of stat are utime and stime; `after` starts at field 3.
-    let fields = stat_fields(pid)?;
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            stat_fields(pid)
-                .and_then(|f| f.get(1)?.parse::<u32>().ok())
-                .is_some_and(|ppid| ppid == parent)
-        })
-        .collect()
 }

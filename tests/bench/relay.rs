@@ -12,14 +12,18 @@
 //!   counts), `LADLE_BENCH_STREAMS` (5000), `LADLE_BENCH_GAP_MS` (1, the gap
 //!   between the chunks of a 20-chunk stream), `LADLE_BENCH_NGINX` (/usr/sbin/nginx),
 //!   `LADLE_BENCH_WORKERS` (1: ladle's worker threads, as nginx runs one worker),
-//!   `LADLE_BENCH_UPSTREAMS` (1; 3 = ladle with three upstreams, one of them down).
+//!   `LADLE_BENCH_UPSTREAMS` (1; 3 = ladle with three upstreams, one of them down),
+//!   `LADLE_BENCH_FLEET_ONLY=1` (only the two-replica run with and without Redis,
+//!   which otherwise comes after the memory check; it needs `redis-server`).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
 
+mod fleet;
 mod load;
 mod micro;
 mod mock;
+mod procfs;
 mod procs;
 mod report;
 
@@ -81,6 +85,13 @@ fn bench() -> Result<(), String> {
         };
     }
 
+    if std::env::var("LADLE_BENCH_FLEET_ONLY").is_ok_and(|v| v == "1") {
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let mock = procs::start_mock()?;
+        let fleet = runtime.block_on(fleet::run(mock.addr, scale, rounds, procs::clock_ticks()))?;
+        say(&format!("\n{}", fleet.render()));
+        return Ok(());
+    }
     say("micro-benchmarks…");
     let micro = micro::run(if quick { 0.2 } else { 1.0 });
     let nginx_binary = procs::nginx_binary()?;
@@ -94,7 +105,7 @@ fn bench() -> Result<(), String> {
     let loads = loads(scale, gap_ms);
     let blocks = {
         let nginx = procs::start_nginx(&nginx_binary, mock.addr)?;
-        let ladle = procs::start_ladle(mock.addr)?;
+        let ladle = procs::start_ladle(mock.addr, &[])?;
         let paths = [&mock, &nginx, &ladle];
         let client = load::client();
         let mut blocks = Vec::new();
@@ -120,9 +131,11 @@ fn bench() -> Result<(), String> {
         runtime.block_on(memory_check(&nginx, streams))
     };
     let ladle_memory = {
-        let ladle = procs::start_ladle(mock.addr)?;
+        let ladle = procs::start_ladle(mock.addr, &[])?;
         runtime.block_on(memory_check(&ladle, streams))
     };
+    say("fleet: two replicas without and with Redis…");
+    let fleet = runtime.block_on(fleet::run(mock.addr, scale, rounds, ticks))?;
     drop(mock);
 
     let setup = Setup {
@@ -130,7 +143,9 @@ fn bench() -> Result<(), String> {
         ttft_rounds,
         gap_ms,
     };
-    let table = report::render(&setup, &blocks, &micro, &[nginx_memory, ladle_memory]);
+    let table = report::render(&setup, &blocks, &micro, &[nginx_memory, ladle_memory])
+        + "\n"
+        + &fleet.render();
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").to_owned());
@@ -156,9 +171,10 @@ fn drive(args: &[String]) -> Result<(), String> {
         requests: number(requests)?,
         chunks: number(chunks)? as u32,
         gap_ms: number(gap_ms)? as u64,
+        keyed: false,
     };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let sample = runtime.block_on(load::run(&load::client(), url, shape));
+    let sample = runtime.block_on(load::run(&load::client(), &[url.clone()], shape));
     say(&format!(
         "{:.0} req/s, TTFT p50 {:.3} ms, p99 {:.3} ms, total p50 {:.3} ms, {} errors",
         sample.rps(),
@@ -180,6 +196,7 @@ fn loads(scale: f64, gap_ms: u64) -> Vec<(String, Load)> {
             requests: count(requests).max(concurrency * 2),
             chunks: 1,
             gap_ms: 0,
+            keyed: false,
         };
         loads.push((format!("TTFT-only c={concurrency}"), shape));
     }
@@ -189,6 +206,7 @@ fn loads(scale: f64, gap_ms: u64) -> Vec<(String, Load)> {
             requests: count(requests).max(concurrency * 2),
             chunks: 20,
             gap_ms,
+            keyed: false,
         };
         loads.push((format!("20 chunks c={concurrency}"), shape));
     }
@@ -215,7 +233,7 @@ async fn measure(
         ..shape
     };
     for proc in paths {
-        load::run(client, &url(proc), warm).await;
+        load::run(client, &[url(proc)], warm).await;
     }
     let mut runs: [Vec<Run>; 3] = Default::default();
     for round in 0..rounds {
@@ -223,7 +241,7 @@ async fn measure(
             let path = (round + step) % 3;
             let proc = paths[path];
             let before = proc.cpu_ns(ticks);
-            let sample = load::run(client, &url(proc), shape).await;
+            let sample = load::run(client, &[url(proc)], shape).await;
             let cpu_ns = proc.cpu_ns(ticks).saturating_sub(before);
             let done = (sample.total.len() + sample.errors).max(1);
             runs[path].push(Run {
