@@ -174,7 +174,7 @@ fn drive(args: &[String]) -> Result<(), String> {
         keyed: false,
     };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let sample = runtime.block_on(load::run(&load::client(), &[url.clone()], shape));
+    let sample = runtime.block_on(load::run(&load::client(), std::slice::from_ref(url), shape));
     say(&format!(
         "{:.0} req/s, TTFT p50 {:.3} ms, p99 {:.3} ms, total p50 {:.3} ms, {} errors",
         sample.rps(),
