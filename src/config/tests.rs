@@ -212,3 +212,37 @@ fn a_broken_file_is_reported_by_line_without_quoting_it() {
         other => panic!("expected a file error, got {other:?}"),
     }
 }
+
+#[test]
+fn redis_is_off_by_default_and_its_url_is_checked_without_being_echoed() {
+    let config = Config::load(None, &env_of(&[])).expect("valid");
+    assert!(config.redis.is_none());
+    let config = Config::load(
+        Some("redis_url = \"redis://:pw@10.0.0.7:6390/2\"\nredis_prefix = \"menu:\""),
+        &env_of(&[]),
+    )
+    .expect("valid");
+    let redis = config.redis.expect("redis settings");
+    assert_eq!(redis.url.expose(), "redis://:pw@10.0.0.7:6390/2");
+    assert_eq!(redis.prefix, "menu:");
+    assert_eq!(redis.lease, Duration::from_secs(10));
+    assert!(!format!("{redis:?}").contains("pw"), "Debug hides the URL");
+    for bad in [
+        "http://:s3cret@host:6379",
+        "redis://:s3cret@host:port",
+        "s3cret",
+    ] {
+        let error = Config::load(None, &|k: &str| {
+            (k == "LADLE_REDIS_URL").then(|| bad.to_owned())
+        })
+        .expect_err(bad);
+        let text = error.to_string();
+        assert!(text.starts_with("LADLE_REDIS_URL"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+    let spaced = env_of(&[
+        ("LADLE_REDIS_URL", "redis://h:1"),
+        ("LADLE_REDIS_PREFIX", "a b"),
+    ]);
+    assert_eq!(error_key(Config::load(None, &spaced)), "LADLE_REDIS_PREFIX");
+}

@@ -141,36 +141,36 @@ impl Redis {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let limit = limit.min(CALL_TIMEOUT);
-        let answer = match tokio::time::timeout(limit, f(self.connection.clone())).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) if !is_connection_error(&error) => {
-                // Redis answered (a script or type error): it is up, the call failed.
-                self.mark(true, op, None);
-                self.metrics.redis_error(op);
-                return Err(RedisDown::Failed(error));
-            }
-            Ok(Err(error)) => Err(RedisDown::Failed(error)),
+        let answer =
+            tokio::time::timeout(limit.min(CALL_TIMEOUT), f(self.connection.clone())).await;
+        // A script or type error is an answer: Redis is up, the call failed.
+        let reached = match &answer {
+            Ok(Ok(_)) => true,
+            Ok(Err(error)) => !is_connection_error(error),
+            Err(_) => false,
+        };
+        let answer = match answer {
+            Ok(result) => result.map_err(RedisDown::Failed),
             Err(_) => Err(RedisDown::TimedOut),
         };
-        match &answer {
-            Ok(_) => self.mark(true, op, None),
-            Err(error) => {
-                self.failed_at.store(unix_millis(), Ordering::Relaxed);
-                self.metrics.redis_error(op);
-                self.mark(false, op, Some(error));
-            }
+        if answer.is_err() {
+            self.metrics.redis_error(op);
         }
+        if !reached {
+            self.failed_at.store(unix_millis(), Ordering::Relaxed);
+        }
+        self.mark(op, answer.as_ref().err().filter(|_| !reached));
         answer
     }
 
-    /// Records reachability; a change is one log line and the gauge.
-    fn mark(&self, up: bool, op: &'static str, error: Option<&RedisDown>) {
-        if self.up.swap(up, Ordering::Relaxed) == up {
+    /// Records reachability (`down`: why Redis was not reached); a change is one
+    /// log line and the gauge.
+    fn mark(&self, op: &'static str, down: Option<&RedisDown>) {
+        if self.up.swap(down.is_none(), Ordering::Relaxed) == down.is_none() {
             return;
         }
-        self.metrics.redis_up(up);
-        match error {
+        self.metrics.redis_up(down.is_none());
+        match down {
             None => tracing::info!(op, "redis reachable: replicas share state"),
             // The error names what failed (refused, timed out), never the URL.
             Some(error) => tracing::warn!(

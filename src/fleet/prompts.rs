@@ -78,6 +78,8 @@ pub struct RedisPrompts {
     redis: Arc<Redis>,
     folder: PathBuf,
     copy: RwLock<Snapshot>,
+    /// One reload at a time, so an older load never replaces a newer copy.
+    following: tokio::sync::Mutex<()>,
     seed: Script,
     write: Script,
 }
@@ -101,6 +103,7 @@ impl RedisPrompts {
             redis,
             folder,
             copy: RwLock::new(copy),
+            following: tokio::sync::Mutex::new(()),
             seed: Script::new(SEED),
             write: Script::new(WRITE),
         }
@@ -141,6 +144,7 @@ impl RedisPrompts {
 
     /// Loads Redis's prompts if their version moved since the copy was made.
     async fn follow(&self) -> Result<(), RedisDown> {
+        let _one_at_a_time = self.following.lock().await;
         let [text, _, updated, version] = self.keys();
         let at: Option<i64> = self
             .redis

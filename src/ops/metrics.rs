@@ -336,6 +336,10 @@ fn describe(recorder: &PrometheusRecorder) {
             "ladle_tokens_total",
             "Tokens the upstreams reported in usage, by upstream, model and kind.",
         ),
+        (
+            "ladle_redis_errors_total",
+            "Calls to the fleet's Redis that failed or timed out, by what they were for.",
+        ),
     ];
     for (name, help) in counters {
         recorder.describe_counter(KeyName::from(name), None, help.into());
@@ -354,6 +358,11 @@ fn describe(recorder: &PrometheusRecorder) {
         KeyName::from("ladle_inflight_requests"),
         None,
         "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_redis_up"),
+        None,
+        "1 while the fleet's Redis answers, 0 while it does not.".into(),
     );
 }
 
