@@ -190,6 +190,14 @@ impl TestApp {
     }
 }
 
+/// Whether an answer was taken from another request's run (`Idempotent-Replayed`).
+pub fn replayed(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true")
+}
+
 /// The JSON body of a response.
 pub async fn json_of(response: reqwest::Response) -> Value {
     response.json().await.expect("a JSON body")

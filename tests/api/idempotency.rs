@@ -31,13 +31,6 @@ fn chat_body(stream: bool) -> Value {
     json!({"stream": stream, "messages": [{"role": "user", "content": "红烧肉"}]})
 }
 
-fn replayed(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true")
-}
-
 #[tokio::test]
 async fn a_kept_chat_answer_is_replayed_as_json_and_as_a_stream_without_an_upstream_call() {
     let app = spawn_app().await;

@@ -5,13 +5,6 @@ use super::*;
 use crate::process::Gateway;
 use crate::redis_server::REDIS_PASSWORD;
 
-fn replayed(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true")
-}
-
 #[tokio::test]
 async fn a_key_used_on_one_replica_is_replayed_by_the_other_without_an_upstream_call() {
     let redis = RedisServer::start().await;
