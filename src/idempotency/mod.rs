@@ -74,9 +74,11 @@ pub fn valid_key(key: &[u8]) -> bool {
 
 /// What names one request: its path (task name included) and its body as JSON,
 /// object keys in any order; `without_stream` leaves chat's top-level `stream` out
-/// (a task's variable of that name counts).
+/// (a task's variable of that name counts). XXH3, whose output its specification
+/// fixes: replicas of different builds (a rolling upgrade) must agree on it, which
+/// std's `DefaultHasher` does not promise across Rust releases.
 pub fn fingerprint(path: &str, body: &Value, without_stream: bool) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     path.hash(&mut hasher);
     hash_json(body, without_stream, &mut hasher);
     hasher.finish()
@@ -122,6 +124,18 @@ pub struct Limits {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const PINNED_FINGERPRINT: u64 = 13_594_204_357_601_834_223;
+
+    #[test]
+    fn a_fingerprint_is_the_same_in_every_build() {
+        // Pinned: replicas of different builds share fingerprints through Redis.
+        let body = json!({"messages": [{"role": "user", "content": "红烧肉"}], "n": 1.5});
+        assert_eq!(
+            fingerprint("/v1/chat/completions", &body, true),
+            PINNED_FINGERPRINT
+        );
+    }
 
     #[test]
     fn keys_are_1_to_255_visible_ascii_characters() {
