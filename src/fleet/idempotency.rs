@@ -105,7 +105,7 @@ impl IdempotencyStore for RedisIdempotency {
         key: &'a str,
         fingerprint: u64,
         now: Instant,
-        limit: Duration,
+        deadline: Instant,
     ) -> BoxFuture<'a, Begin> {
         Box::pin(async move {
             let shared = &self.shared;
@@ -126,9 +126,11 @@ impl IdempotencyStore for RedisIdempotency {
                 .arg(shared.redis.lease().as_millis() as u64);
             let found: Result<Vec<String>, _> = shared
                 .redis
-                .call("idempotency_begin", limit, |mut c| async move {
-                    invocation.invoke_async(&mut c).await
-                })
+                .call(
+                    "idempotency_begin",
+                    within(deadline, 2),
+                    |mut c| async move { invocation.invoke_async(&mut c).await },
+                )
                 .await;
             let Ok(found) = found else {
                 return self.memory.begin_now(key, fingerprint, now);
@@ -146,6 +148,7 @@ impl IdempotencyStore for RedisIdempotency {
                         shared: shared.clone(),
                         record,
                         run,
+                        deadline,
                     }))
                 }
             }
@@ -199,6 +202,8 @@ struct Slot {
     shared: Arc<Shared>,
     record: String,
     run: String,
+    /// The deadline of the request that runs: its report must not outlast it.
+    deadline: Instant,
 }
 
 impl Slot {
@@ -219,10 +224,11 @@ impl Slot {
                 .arg(payload)
                 .arg(ttl.as_millis() as u64);
             // Unreachable: the claim's lease ends it; `call` logged and counted it.
+            let limit = within(self.deadline, 1);
             let _: Result<i64, _> = self
                 .shared
                 .redis
-                .call("idempotency_finish", CALL_TIMEOUT, |mut c| async move {
+                .call("idempotency_finish", limit, |mut c| async move {
                     invocation.invoke_async(&mut c).await
                 })
                 .await;
@@ -312,6 +318,12 @@ async fn renew(shared: Weak<Shared>, every: Duration) {
             })
             .await;
     }
+}
+
+/// The `1/share` of the time left before `deadline` (`call` caps it at
+/// `CALL_TIMEOUT`).
+fn within(deadline: Instant, share: u32) -> Duration {
+    deadline.saturating_duration_since(Instant::now()) / share
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -2,7 +2,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -67,7 +66,7 @@ impl IdempotencyStore for MemoryStore {
         key: &'a str,
         fingerprint: u64,
         now: Instant,
-        _: Duration,
+        _: Instant,
     ) -> BoxFuture<'a, Begin> {
         Box::pin(std::future::ready(self.begin_now(key, fingerprint, now)))
     }
@@ -222,6 +221,7 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn store(max_entries: usize) -> MemoryStore {
         MemoryStore::new(Limits {

@@ -53,14 +53,15 @@ pub trait RunSlot: Send {
 
 /// The records of idempotency keys.
 pub trait IdempotencyStore: Send + Sync {
-    /// Looks `key` up for a request with `fingerprint`, claiming it if unused;
-    /// a shared store gives up on its backend after `limit` and decides alone.
+    /// Looks `key` up for a request with `fingerprint`, claiming it if unused.
+    /// A shared store's calls end well before the request's `deadline` (the
+    /// lookup within half of what is left), deciding alone if its backend is slow.
     fn begin<'a>(
         &'a self,
         key: &'a str,
         fingerprint: u64,
         now: Instant,
-        limit: Duration,
+        deadline: Instant,
     ) -> BoxFuture<'a, Begin>;
 }
 

@@ -110,10 +110,10 @@ pub async fn keyed(
     // Chat's `stream` only picks the answer's form; a task's variable of that name
     // is part of the request.
     let fingerprint = idempotency::fingerprint(path, request, path == "/v1/chat/completions");
-    // A shared store's lookup may take at most half of what is left.
-    let now = Instant::now();
-    let limit = deadline.saturating_duration_since(now) / 2;
-    let begin = app.idempotency.begin(key, fingerprint, now, limit).await;
+    let begin = app
+        .idempotency
+        .begin(key, fingerprint, Instant::now(), deadline)
+        .await;
     let outcome = match &begin {
         Begin::Kept(_) => "replayed",
         Begin::Reused => "reused",
