@@ -135,6 +135,9 @@ async fn redis_stopped_under_load_fails_no_request_and_sharing_resumes_when_it_r
         assert_eq!(replica.ready().await["redis"], "ok");
         assert_eq!(replica.metric("ladle_redis_up").await, 1.0);
     }
+    // Keys are shared again too.
+    assert!(!replayed(&a.chat(Some("after-the-outage")).await));
+    assert!(replayed(&b.chat(Some("after-the-outage")).await));
     stop.store(true, Ordering::Relaxed);
     let mut answered = 0;
     for worker in load {
