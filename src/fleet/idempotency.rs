@@ -9,7 +9,8 @@
 //! overwrites a newer run's record.
 //!
 //! A repeat waiting on a run (on any replica) polls the record, and while it
-//! waits keeps `{prefix}idem:{key}:watched` alive, which is how the run's replica
+//! waits keeps `{prefix}idem-watched:{key}` alive (a name no key's record can
+//! take), which is how the run's replica
 //! knows that somebody still wants the outcome after its own client left. While
 //! Redis is unreachable, keys are looked up in this replica's memory instead.
 
@@ -113,6 +114,7 @@ impl IdempotencyStore for RedisIdempotency {
                 return self.memory.begin_now(key, fingerprint, now);
             }
             let record = shared.redis.key(&format!("idem:{key}"));
+            let watched = shared.redis.key(&format!("idem-watched:{key}"));
             let run = format!(
                 "{}:{}",
                 shared.replica,
@@ -141,12 +143,15 @@ impl IdempotencyStore for RedisIdempotency {
                     Some(body) => Begin::Kept(Arc::new(body)),
                     None => Begin::Wait(Box::pin(std::future::ready(None))),
                 },
-                Some("wait") => Begin::Wait(Box::pin(wait(shared.clone(), record, fingerprint))),
+                Some("wait") => {
+                    Begin::Wait(Box::pin(wait(shared.clone(), record, watched, fingerprint)))
+                }
                 _ => {
                     lock(&shared.claims).insert(record.clone(), run.clone());
                     Begin::Run(Box::new(Slot {
                         shared: shared.clone(),
                         record,
+                        watched,
                         run,
                         deadline,
                     }))
@@ -157,8 +162,12 @@ impl IdempotencyStore for RedisIdempotency {
 }
 
 /// Polls a record until its run's outcome (or its end without one: `None`).
-async fn wait(shared: Arc<Shared>, record: String, fingerprint: u64) -> Option<Outcome> {
-    let watched = format!("{record}:watched");
+async fn wait(
+    shared: Arc<Shared>,
+    record: String,
+    watched: String,
+    fingerprint: u64,
+) -> Option<Outcome> {
     let fingerprint = fingerprint.to_string();
     loop {
         let (record, watched) = (record.clone(), watched.clone());
@@ -201,6 +210,8 @@ async fn wait(shared: Arc<Shared>, record: String, fingerprint: u64) -> Option<O
 struct Slot {
     shared: Arc<Shared>,
     record: String,
+    /// Kept alive by the repeats that wait on this run.
+    watched: String,
     run: String,
     /// The deadline of the request that runs: its report must not outlast it.
     deadline: Instant,
@@ -261,10 +272,7 @@ impl RunSlot for Slot {
     }
 
     fn unwatched(&self) -> BoxFuture<'static, ()> {
-        let (redis, watched) = (
-            self.shared.redis.clone(),
-            format!("{}:watched", self.record),
-        );
+        let (redis, watched) = (self.shared.redis.clone(), self.watched.clone());
         Box::pin(async move {
             loop {
                 let watched = watched.clone();

@@ -158,7 +158,7 @@ async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica
     let mut connection = redis.connection().await;
     loop {
         let watched: bool = redis::cmd("EXISTS")
-            .arg("ladle:idem:left:watched")
+            .arg("ladle:idem-watched:left")
             .query_async(&mut connection)
             .await
             .expect("EXISTS");
