@@ -34,8 +34,8 @@ pub fn load(src: &Sources<'_>) -> Result<Option<RedisSettings>, ConfigError> {
             "must look like redis://[:password@]host:port[/db]",
         ));
     }
-    if lease < Duration::from_millis(100) {
-        return Err(invalid("LADLE_REDIS_LEASE_MS", "must be at least 100"));
+    if lease < Duration::from_millis(300) {
+        return Err(invalid("LADLE_REDIS_LEASE_MS", "must be at least 300"));
     }
     if prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(invalid(

@@ -2,15 +2,16 @@
 //!
 //! Attempts never wait for Redis: each replica decides on its own budget, which
 //! also holds the rest of the fleet's counts as last shared. Every `SHARE_EVERY`
-//! one pipeline per replica adds the counts made here since the last round to
-//! per-second buckets (`{prefix}budget:{upstream}:{second}:f|r`, expiring after
-//! the window) and reads the window's buckets back; the fleet's sums less this
-//! replica's own additions are the others' counts. So the fleet's retries are
-//! capped within one round of staleness, and Redis sees one round trip per
-//! replica per round, whatever the request rate. While Redis is unreachable the
-//! others' counts are zero: each replica keeps its own budget.
+//! one pipeline per replica runs a script per upstream that adds the counts made
+//! here since the last round to this replica's fields of the current second's
+//! bucket (`{prefix}budget:{upstream}:{second}`, a hash expiring after the
+//! window) and sums the window's buckets without this replica's fields: the
+//! others' counts. Leaving one's own fields out by name means a round that timed
+//! out after Redis applied it never makes a replica count itself as another. So
+//! the fleet's retries are capped within one round of staleness, and Redis sees
+//! one round trip per replica per round, whatever the request rate. While Redis
+//! is unreachable the others' counts are zero: each replica keeps its own budget.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -21,93 +22,81 @@ use crate::completion::Engine;
 /// How often counts are shared: well within the contract's 1 s.
 pub const SHARE_EVERY: Duration = Duration::from_millis(250);
 
-/// What this replica added to one upstream's buckets, by second.
-#[derive(Default)]
-struct Ledger(VecDeque<(u64, Counts)>);
-
-impl Ledger {
-    fn add(&mut self, second: u64, counts: Counts) {
-        match self.0.back_mut() {
-            Some((at, sum)) if *at == second => {
-                sum.firsts += counts.firsts;
-                sum.retries += counts.retries;
-            }
-            _ => self.0.push_back((second, counts)),
-        }
-    }
-
-    /// This replica's additions from `since` on; older entries are forgotten.
-    fn since(&mut self, since: u64) -> Counts {
-        while self.0.front().is_some_and(|(at, _)| *at < since) {
-            self.0.pop_front();
-        }
-        self.0.iter().fold(Counts::default(), |sum, (_, c)| Counts {
-            firsts: sum.firsts + c.firsts,
-            retries: sum.retries + c.retries,
-        })
-    }
-}
+/// `KEYS`: the window's buckets, the current second's last. `ARGV`: this
+/// replica's id, its new first attempts and retries, the buckets' life in s.
+const SHARE: &str = r#"
+local now = KEYS[#KEYS]
+local own = ARGV[1] .. ':'
+if tonumber(ARGV[2]) > 0 then redis.call('HINCRBY', now, own .. 'f', ARGV[2]) end
+if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', now, own .. 'r', ARGV[3]) end
+redis.call('EXPIRE', now, ARGV[4])
+local firsts, retries = 0, 0
+for _, key in ipairs(KEYS) do
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if string.sub(name, 1, #own) ~= own then
+      if string.sub(name, -2) == ':f' then
+        firsts = firsts + tonumber(fields[i + 1])
+      else
+        retries = retries + tonumber(fields[i + 1])
+      end
+    end
+  end
+end
+return {firsts, retries}
+"#;
 
 /// Shares `engine`'s budgets through `redis` until the engine is gone.
 pub fn share(engine: &Arc<Engine>, redis: Arc<Redis>, window: Duration) {
     let engine = Arc::downgrade(engine);
-    redis.clone().spawn(async move {
-        let mut ledgers: Vec<Ledger> = Vec::new();
-        let seconds = window.as_secs().max(1);
+    let replica = uuid::Uuid::new_v4().simple().to_string();
+    let seconds = window.as_secs().max(1);
+    drop(redis.clone().spawn(async move {
         loop {
             tokio::time::sleep(SHARE_EVERY).await;
             let Some(engine) = Weak::upgrade(&engine) else {
                 return;
             };
-            ledgers.resize_with(engine.upstreams.len(), Ledger::default);
-            round(&engine, &redis, &mut ledgers, seconds).await;
+            round(&engine, &redis, &replica, seconds).await;
         }
-    });
+    }));
 }
 
-/// One round: add this replica's new counts, read the window's sums.
-async fn round(engine: &Engine, redis: &Redis, ledgers: &mut [Ledger], seconds: u64) {
+/// One round: add this replica's new counts, read the others'.
+async fn round(engine: &Engine, redis: &Redis, replica: &str, seconds: u64) {
     let now = unix_millis() / 1_000;
-    let first_second = now + 1 - seconds;
     let mut pipe = redis::pipe();
-    let mut added = Vec::with_capacity(ledgers.len());
     for (index, upstream) in engine.upstreams.iter().enumerate() {
         let counts = engine.unshared_budget(index);
-        let bucket = |second: u64, kind: &str| {
-            redis.key(&format!("budget:{}:{second}:{kind}", upstream.name))
-        };
-        for (kind, count) in [("f", counts.firsts), ("r", counts.retries)] {
-            if count > 0 {
-                pipe.incr(bucket(now, kind), count).ignore();
-                pipe.expire(bucket(now, kind), (seconds + 2) as i64)
-                    .ignore();
-            }
-        }
-        for kind in ["f", "r"] {
-            let keys: Vec<String> = (first_second..=now).map(|s| bucket(s, kind)).collect();
-            pipe.mget(keys);
-        }
-        added.push(counts);
+        let buckets = (now + 1 - seconds..=now)
+            .map(|second| redis.key(&format!("budget:{}:{second}", upstream.name)));
+        // EVAL, not EVALSHA: a pipeline cannot load a script Redis has lost.
+        pipe.cmd("EVAL")
+            .arg(SHARE)
+            .arg(seconds)
+            .arg(buckets.collect::<Vec<_>>())
+            .arg(replica)
+            .arg(counts.firsts)
+            .arg(counts.retries)
+            .arg(seconds + 2);
     }
-    let sums: Result<Vec<Vec<Option<u64>>>, _> = redis
+    let others: Result<Vec<(u64, u64)>, _> = redis
         .call("budget_share", CALL_TIMEOUT, |mut c| async move {
             pipe.query_async(&mut c).await
         })
         .await;
-    for (index, ledger) in ledgers.iter_mut().enumerate() {
-        let others = match &sums {
-            Ok(sums) => {
-                ledger.add(now, added[index]);
-                let own = ledger.since(first_second);
-                let sum = |i: usize| -> u64 { sums.get(i).map_or(0, |v| v.iter().flatten().sum()) };
-                Counts {
-                    firsts: sum(2 * index).saturating_sub(own.firsts),
-                    retries: sum(2 * index + 1).saturating_sub(own.retries),
-                }
-            }
+    for index in 0..engine.upstreams.len() {
+        let counts = match &others {
+            Ok(others) => others
+                .get(index)
+                .map_or_else(Counts::default, |(f, r)| Counts {
+                    firsts: *f,
+                    retries: *r,
+                }),
             // Unreachable: each replica on its own budget until Redis is back.
             Err(_) => Counts::default(),
         };
-        engine.set_fleet_budget(index, others);
+        engine.set_fleet_budget(index, counts);
     }
 }

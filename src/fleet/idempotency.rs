@@ -54,6 +54,7 @@ return {'run'}
 /// (error `ARGV[3]`), `renew` or `gone`; `ARGV[4]` is how long the record lives.
 const FINISH: &str = r#"
 if redis.call('HGET', KEYS[1], 'run') ~= ARGV[1] then return 0 end
+if ARGV[2] == 'renew' and redis.call('HGET', KEYS[1], 'state') ~= 'running' then return 0 end
 if ARGV[2] == 'gone' then redis.call('DEL', KEYS[1]) return 1 end
 if ARGV[2] == 'kept' then redis.call('HSET', KEYS[1], 'state', 'kept', 'body', ARGV[3]) end
 if ARGV[2] == 'failed' then redis.call('HSET', KEYS[1], 'state', 'failed', 'error', ARGV[3]) end
@@ -92,7 +93,7 @@ impl RedisIdempotency {
             replica: uuid::Uuid::new_v4().simple().to_string(),
             runs: AtomicU64::new(0),
         });
-        redis.spawn(renew(Arc::downgrade(&shared), redis.lease() / 3));
+        drop(redis.spawn(renew(Arc::downgrade(&shared), redis.lease() / 3)));
         RedisIdempotency {
             shared,
             memory: MemoryStore::new(limits),
@@ -154,6 +155,7 @@ impl IdempotencyStore for RedisIdempotency {
                         watched,
                         run,
                         deadline,
+                        reported: false,
                     }))
                 }
             }
@@ -206,69 +208,91 @@ async fn wait(
     }
 }
 
-/// A run's claim on a key in Redis.
+/// A run's claim on a key in Redis; dropped without a report (the run ended
+/// with nobody waiting, or its task died), it frees the key.
 struct Slot {
     shared: Arc<Shared>,
     record: String,
     /// Kept alive by the repeats that wait on this run.
     watched: String,
     run: String,
-    /// The deadline of the request that runs: its report must not outlast it.
+    /// The deadline of the request that runs: its client waits no longer.
     deadline: Instant,
+    reported: bool,
 }
 
 impl Slot {
-    /// Ends the claim as `state` with `payload`, if it is still this run's.
-    fn finish(
-        self: Box<Self>,
+    /// Ends the claim as `state` with `payload`, if it is still this run's. The
+    /// write goes on in the background with the whole `CALL_TIMEOUT` (so a report
+    /// outlives a request at its deadline); the future waits for it until
+    /// `wait_until`, if given.
+    fn report(
+        &mut self,
         state: &'static str,
         payload: String,
         ttl: Duration,
+        wait_until: Option<Instant>,
     ) -> BoxFuture<'static, ()> {
-        lock(&self.shared.claims).remove(&self.record);
-        Box::pin(async move {
-            let mut invocation = self.shared.finish.prepare_invoke();
+        self.reported = true;
+        self.shared.release(&self.record, &self.run);
+        let (shared, record, run) = (self.shared.clone(), self.record.clone(), self.run.clone());
+        let written = self.shared.redis.spawn(async move {
+            let mut invocation = shared.finish.prepare_invoke();
             invocation
-                .key(&self.record)
-                .arg(&self.run)
+                .key(&record)
+                .arg(&run)
                 .arg(state)
                 .arg(payload)
                 .arg(ttl.as_millis() as u64);
             // Unreachable: the claim's lease ends it; `call` logged and counted it.
-            let limit = within(self.deadline, 1);
-            let _: Result<i64, _> = self
-                .shared
+            let _: Result<i64, _> = shared
                 .redis
-                .call("idempotency_finish", limit, |mut c| async move {
+                .call("idempotency_finish", CALL_TIMEOUT, |mut c| async move {
                     invocation.invoke_async(&mut c).await
                 })
                 .await;
+        });
+        Box::pin(async move {
+            if let Some(until) = wait_until {
+                let _ = tokio::time::timeout_at(until, written).await;
+            }
         })
     }
 }
 
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if !self.reported {
+            drop(self.report("gone", String::new(), Duration::ZERO, None));
+        }
+    }
+}
+
 impl RunSlot for Slot {
-    fn succeed(self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
-        let ttl = self.shared.limits.ttl;
+    /// Awaited before the run's client gets its last bytes (within its deadline),
+    /// so that once a client has its answer, a repeat anywhere is a replay.
+    fn succeed(mut self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
+        let (ttl, until) = (self.shared.limits.ttl, Some(self.deadline));
         match serde_json::to_string(body.as_ref()) {
-            Ok(text) if text.len() <= MAX_KEPT_BYTES => self.finish("kept", text, ttl),
+            Ok(text) if text.len() <= MAX_KEPT_BYTES => self.report("kept", text, ttl, until),
             _ => {
                 tracing::warn!(
                     bytes_max = MAX_KEPT_BYTES,
                     "a result too large to keep in redis is not kept"
                 );
-                self.finish("gone", String::new(), ttl)
+                self.report("gone", String::new(), ttl, until)
             }
         }
     }
 
-    fn fail(self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()> {
+    fn fail(mut self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()> {
         let text = serde_json::to_string(&(error, attempts)).unwrap_or_default();
-        self.finish("failed", text, FAILED_FOR)
+        self.report("failed", text, FAILED_FOR, None)
     }
 
     fn abandon(self: Box<Self>) -> BoxFuture<'static, ()> {
-        self.finish("gone", String::new(), Duration::ZERO)
+        // `Drop` frees the key.
+        Box::pin(std::future::ready(()))
     }
 
     fn unwatched(&self) -> BoxFuture<'static, ()> {
@@ -291,8 +315,19 @@ impl RunSlot for Slot {
     }
 }
 
+impl Shared {
+    /// Forgets this replica's claim on `record` if it is still run `run`'s (a
+    /// newer run of the key may have claimed it since).
+    fn release(&self, record: &str, run: &str) {
+        let mut claims = lock(&self.claims);
+        if claims.get(record).is_some_and(|owner| owner == run) {
+            claims.remove(record);
+        }
+    }
+}
+
 /// Renews the leases of this replica's claims, every third of a lease, until
-/// the store is gone.
+/// the store is gone; each round within that third.
 async fn renew(shared: Weak<Shared>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
@@ -321,7 +356,7 @@ async fn renew(shared: Weak<Shared>, every: Duration) {
         }
         let _: Result<Vec<i64>, _> = shared
             .redis
-            .call("idempotency_renew", CALL_TIMEOUT, |mut c| async move {
+            .call("idempotency_renew", every, |mut c| async move {
                 pipe.query_async(&mut c).await
             })
             .await;

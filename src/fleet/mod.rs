@@ -36,10 +36,12 @@ pub enum RedisDown {
     TimedOut,
 }
 
-/// The fleet's Redis: one multiplexed connection that reconnects by itself,
-/// driven by a runtime thread of its own, so any worker's runtime (and the
-/// blocking pool of the admin API) can use it, and the background loops that
-/// keep the shared state in step do not ride on a worker serving requests.
+/// The fleet's Redis: one multiplexed connection that reconnects by itself, with
+/// a runtime thread of its own for the background loops that keep the shared
+/// state in step (so they never ride on a worker serving requests) and for the
+/// admin API's blocking pool. Calls are made from whichever runtime needs them;
+/// the crate drives a connection from the runtime that (re)opened it, which
+/// lives as long as the process serves.
 pub struct Redis {
     connection: ConnectionManager,
     prefix: String,
@@ -97,9 +99,12 @@ impl Redis {
         }))
     }
 
-    /// Runs a background loop on the Redis runtime.
-    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
-        self.runtime.spawn(work);
+    /// Runs background work on the Redis runtime.
+    pub fn spawn(
+        &self,
+        work: impl Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        self.runtime.spawn(work)
     }
 
     /// Waits for `work` from a thread outside every runtime (the blocking pool).
@@ -130,7 +135,9 @@ impl Redis {
     }
 
     /// Makes one call (`op` names it in metrics and logs) within `limit` (at most
-    /// `CALL_TIMEOUT`), and records whether Redis answered.
+    /// `CALL_TIMEOUT`), and records whether Redis answered. Only a call given the
+    /// whole `CALL_TIMEOUT` can find Redis slow: one cut short by its request's
+    /// deadline says nothing about Redis.
     pub async fn call<T, F, Fut>(
         &self,
         op: &'static str,
@@ -143,11 +150,12 @@ impl Redis {
     {
         let answer =
             tokio::time::timeout(limit.min(CALL_TIMEOUT), f(self.connection.clone())).await;
-        // A script or type error is an answer: Redis is up, the call failed.
+        // Whether Redis was reached: a script or type error is an answer; a
+        // timeout shorter than `CALL_TIMEOUT` tells nothing.
         let reached = match &answer {
-            Ok(Ok(_)) => true,
-            Ok(Err(error)) => !is_connection_error(error),
-            Err(_) => false,
+            Ok(Ok(_)) => Some(true),
+            Ok(Err(error)) => Some(!is_connection_error(error)),
+            Err(_) => (limit >= CALL_TIMEOUT).then_some(false),
         };
         let answer = match answer {
             Ok(result) => result.map_err(RedisDown::Failed),
@@ -156,10 +164,14 @@ impl Redis {
         if answer.is_err() {
             self.metrics.redis_error(op);
         }
-        if !reached {
-            self.failed_at.store(unix_millis(), Ordering::Relaxed);
+        match reached {
+            Some(true) => self.mark(op, None),
+            Some(false) => {
+                self.failed_at.store(unix_millis(), Ordering::Relaxed);
+                self.mark(op, answer.as_ref().err());
+            }
+            None => {}
         }
-        self.mark(op, answer.as_ref().err().filter(|_| !reached));
         answer
     }
 

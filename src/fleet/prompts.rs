@@ -23,25 +23,28 @@ use super::{Redis, RedisDown, unix_millis};
 use crate::prompts::store::{PromptStore, Saved, StoreError, Version, rfc3339};
 use crate::prompts::{FileStore, Prompt, valid_name};
 
-/// Copies `ARGV[2..]` (name, text, etag triples) in, unless already seeded.
+/// Copies `ARGV[3..]` (name, text, etag triples) in at time `ARGV[2]`, unless
+/// already seeded; the seed key holds `ARGV[1]`, an epoch no other seeding has.
 const SEED: &str = r#"
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
-  redis.call('HSET', KEYS[5], ARGV[i], ARGV[1])
+  redis.call('HSET', KEYS[5], ARGV[i], ARGV[2])
 end
 redis.call('INCR', KEYS[2])
 return 1
 "#;
 
 /// Saves (`ARGV[4]` = text) or deletes (`ARGV[4]` = '') prompt `ARGV[1]` if
-/// `ARGV[2]` (If-Match, '' for none) allows, moving the live text to history.
+/// `ARGV[2]` (If-Match, when `ARGV[6]` = '1') allows, moving the live text to
+/// history; never before the fleet is seeded (the seeding would be skipped).
 const WRITE: &str = r#"
+if redis.call('EXISTS', KEYS[7]) == 0 then return 'unseeded' end
 local name = ARGV[1]
 local current = redis.call('HGET', KEYS[2], name)
 if ARGV[4] == '' and not current then return 'missing' end
-if ARGV[2] ~= '' and ARGV[2] ~= '*' and ARGV[2] ~= current then return 'mismatch' end
+if ARGV[6] == '1' and ARGV[2] ~= '*' and ARGV[2] ~= current then return 'mismatch' end
 if current then
   local newest = tonumber(redis.call('HGET', KEYS[5], name) or '0')
   local millis = math.max(tonumber(ARGV[3]), newest + 1)
@@ -66,8 +69,10 @@ return 'created'
 /// What this replica serves.
 #[derive(Default)]
 struct Snapshot {
-    /// The Redis version it was loaded at; `None` while it is the folder's.
-    version: Option<i64>,
+    /// The seeding epoch and version it was loaded at; `None` while it is the
+    /// folder's. The epoch tells a Redis that lost its data (and counts versions
+    /// from 1 again) from the one the copy came from.
+    at: Option<(String, i64)>,
     live: BTreeMap<String, (Arc<Prompt>, String)>,
     /// Folder files that did not load (only before the first Redis copy).
     broken: Vec<(String, String)>,
@@ -91,7 +96,7 @@ impl RedisPrompts {
         let folder = folder.into();
         let files = FileStore::open(&folder);
         let copy = Snapshot {
-            version: None,
+            at: None,
             live: files
                 .list()
                 .into_iter()
@@ -109,20 +114,23 @@ impl RedisPrompts {
         }
     }
 
-    fn keys(&self) -> [String; 4] {
-        ["text", "etag", "updated", "version"].map(|k| self.redis.key(&format!("prompts:{k}")))
+    fn keys(&self) -> [String; 5] {
+        ["text", "etag", "updated", "version", "seeded"]
+            .map(|k| self.redis.key(&format!("prompts:{k}")))
     }
 
     /// Copies the folder in unless a replica already has.
     async fn seed(&self) -> Result<(), RedisDown> {
-        let [text, etag, updated, version] = self.keys();
+        let [text, etag, updated, version, seeded] = self.keys();
+        let epoch = format!("{}-{}", unix_millis(), uuid::Uuid::new_v4().simple());
         let mut invocation = self.seed.prepare_invoke();
         invocation
-            .key(self.redis.key("prompts:seeded"))
+            .key(seeded)
             .key(version)
             .key(text)
             .key(etag)
             .key(updated)
+            .arg(epoch)
             .arg(unix_millis());
         for (prompt, _) in FileStore::open(&self.folder).list() {
             invocation
@@ -145,32 +153,47 @@ impl RedisPrompts {
     /// Loads Redis's prompts if their version moved since the copy was made.
     async fn follow(&self) -> Result<(), RedisDown> {
         let _one_at_a_time = self.following.lock().await;
-        let [text, _, updated, version] = self.keys();
-        let at: Option<i64> = self
+        let [text, _, updated, version, seeded] = self.keys();
+        let at: (Option<String>, Option<i64>) = self
             .redis
             .call("prompts_version", super::CALL_TIMEOUT, |mut c| {
-                let version = version.clone();
-                async move { redis::cmd("GET").arg(version).query_async(&mut c).await }
+                let keys = [seeded.clone(), version.clone()];
+                async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await }
             })
             .await?;
         match at {
-            Some(at) if self.read().version == Some(at) => return Ok(()),
-            Some(_) => {}
-            None => self.seed().await?,
+            (Some(epoch), Some(version))
+                if self
+                    .read()
+                    .at
+                    .as_ref()
+                    .is_some_and(|(e, v)| *e == epoch && *v == version) =>
+            {
+                return Ok(());
+            }
+            (None, _) => self.seed().await?,
+            _ => {}
         }
-        let (texts, times, at): (BTreeMap<String, String>, BTreeMap<String, u64>, Option<i64>) =
-            self.redis
-                .call("prompts_load", super::CALL_TIMEOUT, |mut c| async move {
-                    redis::pipe()
-                        .atomic()
-                        .hgetall(text)
-                        .hgetall(updated)
-                        .get(version)
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?;
-        let at = at.unwrap_or_default();
+        type Loaded = (
+            BTreeMap<String, String>,
+            BTreeMap<String, u64>,
+            Option<String>,
+            Option<i64>,
+        );
+        let (texts, times, epoch, at): Loaded = self
+            .redis
+            .call("prompts_load", super::CALL_TIMEOUT, |mut c| async move {
+                redis::pipe()
+                    .atomic()
+                    .hgetall(text)
+                    .hgetall(updated)
+                    .get(seeded)
+                    .get(version)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let at = (epoch.unwrap_or_default(), at.unwrap_or_default());
         let mut live = BTreeMap::new();
         for (name, text) in texts {
             match Prompt::parse(&name, &text) {
@@ -184,12 +207,12 @@ impl RedisPrompts {
             }
         }
         tracing::info!(
-            version = at,
+            version = at.1,
             prompts = live.len(),
             "prompts loaded from redis"
         );
         *self.copy.write().unwrap_or_else(|e| e.into_inner()) = Snapshot {
-            version: Some(at),
+            at: Some(at),
             live,
             broken: Vec::new(),
         };
@@ -210,7 +233,7 @@ impl RedisPrompts {
         if !valid_name(name) {
             return Err(StoreError::BadName(name.to_owned()));
         }
-        let [texts, etags, updated, version] = self.keys();
+        let [texts, etags, updated, version, seeded] = self.keys();
         let mut invocation = self.write.prepare_invoke();
         invocation
             .key(texts)
@@ -219,19 +242,27 @@ impl RedisPrompts {
             .key(self.redis.key(&format!("prompts:history:{name}")))
             .key(self.redis.key("prompts:newest"))
             .key(version)
+            .key(seeded)
             .arg(name)
             .arg(if_match.map_or("", str::trim))
             .arg(unix_millis())
             .arg(text.map_or("", |p| p.source.as_str()))
-            .arg(text.map_or("", |p| p.etag.as_str()));
+            .arg(text.map_or("", |p| p.etag.as_str()))
+            .arg(if if_match.is_some() { "1" } else { "0" });
+        let invocation = &invocation;
         let answer: String = self.redis.block_on(async {
-            let answer = self
-                .redis
-                .call("prompts_write", super::CALL_TIMEOUT, |mut c| async move {
-                    invocation.invoke_async(&mut c).await
-                })
-                .await
-                .map_err(unavailable)?;
+            let attempt = || {
+                self.redis
+                    .call("prompts_write", super::CALL_TIMEOUT, |mut c| async move {
+                        invocation.invoke_async::<String>(&mut c).await
+                    })
+            };
+            let mut answer = attempt().await.map_err(unavailable)?;
+            if answer == "unseeded" {
+                // A new (or emptied) Redis: seed the fleet first, then write.
+                self.follow().await.map_err(unavailable)?;
+                answer = attempt().await.map_err(unavailable)?;
+            }
             // The writer serves its own edit at once; the others follow the version.
             let _ = self.follow().await;
             Ok::<_, StoreError>(answer)
@@ -239,7 +270,10 @@ impl RedisPrompts {
         match answer.as_str() {
             "missing" => Err(StoreError::NotFound(name.to_owned())),
             "mismatch" => Err(StoreError::EtagMismatch),
-            _ => Ok(answer),
+            "created" | "replaced" => Ok(answer),
+            other => Err(StoreError::Unavailable(format!(
+                "unexpected answer `{other}`"
+            ))),
         }
     }
 }

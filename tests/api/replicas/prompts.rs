@@ -159,3 +159,67 @@ async fn two_replicas_starting_together_seed_the_fleet_once() {
         "one folder was copied in, not both: {stored:?}"
     );
 }
+
+#[tokio::test]
+async fn a_redis_that_lost_its_data_is_seeded_again_before_the_first_write() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    // A looks at Redis only at start: its write below meets an empty Redis.
+    let a = Replica::start(&redis, &upstream, &[], |c| {
+        c.prompt_reload = Duration::from_secs(60);
+    })
+    .await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let recipe = b.etag("recipe").await;
+    a.sees("recipe", recipe.as_deref()).await;
+    let mut connection = redis.connection().await;
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut connection)
+        .await
+        .expect("FLUSHALL");
+    let saved = a.put("soup", &small_prompt("重来"), None).await;
+    assert_eq!(saved.status(), 201);
+    let mut stored: Vec<String> = redis::cmd("HKEYS")
+        .arg("ladle:prompts:text")
+        .query_async(&mut connection)
+        .await
+        .expect("HKEYS");
+    stored.sort();
+    assert_eq!(stored, ["fridge", "recipe", "soup"], "seeded, then written");
+    b.sees("soup", Some(&etag_of(&saved))).await;
+    // An empty If-Match names no version: it never matches.
+    assert_eq!(
+        a.put("soup", &small_prompt("空"), Some("")).await.status(),
+        412
+    );
+}
+
+#[tokio::test]
+async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let recipe = a.etag("recipe").await;
+    b.sees("recipe", recipe.as_deref()).await;
+    // Both copies are at version 1 of the first seeding. Redis loses its data,
+    // and the next seeding (from a folder that gained a prompt) is version 1 too.
+    std::fs::write(a.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
+    std::fs::write(b.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
+    let mut connection = redis.connection().await;
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut connection)
+        .await
+        .expect("FLUSHALL");
+    let started = Instant::now();
+    for replica in [&a, &b] {
+        while replica.etag("extra").await.is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{}",
+                replica.base
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
