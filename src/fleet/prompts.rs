@@ -193,7 +193,11 @@ impl RedisPrompts {
                     .await
             })
             .await?;
-        let at = (epoch.unwrap_or_default(), at.unwrap_or_default());
+        // Emptied between the two reads: keep serving the copy; the next look seeds.
+        let Some(epoch) = epoch else {
+            return Ok(());
+        };
+        let at = (epoch, at.unwrap_or_default());
         let mut live = BTreeMap::new();
         for (name, text) in texts {
             match Prompt::parse(&name, &text) {

@@ -20,16 +20,23 @@ impl RedisServer {
     /// Starts redis-server on a free port; panics, naming the package, if it is
     /// not installed.
     pub async fn start() -> RedisServer {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("ladle-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("redis data folder");
-        let mut server = RedisServer {
-            port,
-            dir,
-            child: None,
-        };
-        server.restart().await;
-        server
+        // A port found free may be taken by another test's server before ours
+        // binds it; then ours exits, and we try another port.
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("ladle-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("redis data folder");
+            let mut server = RedisServer {
+                port,
+                dir,
+                child: None,
+            };
+            if server.launch().await {
+                return server;
+            }
+        }
+        panic!("redis-server found no free port in 5 tries");
     }
 
     /// `redis://:password@127.0.0.1:PORT`.
@@ -45,8 +52,16 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server (again) on its port, with empty data.
+    /// Starts the server again on its port, with empty data.
     pub async fn restart(&mut self) {
+        assert!(
+            self.launch().await,
+            "redis-server could not take its port again"
+        );
+    }
+
+    /// Starts the server on its port; whether it is ours that answers there.
+    async fn launch(&mut self) -> bool {
         self.stop();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
@@ -66,10 +81,19 @@ impl RedisServer {
             .expect(
                 "redis-server is installed (Debian package `redis-server`; .ci/run installs it)",
             );
+        let pid = child.id();
         self.child = Some(child);
         for _ in 0..300 {
-            if self.ping().await {
-                return;
+            if self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+            {
+                self.child = None;
+                return false;
+            }
+            if let Some(answering) = self.pid().await {
+                return answering == pid;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -85,17 +109,18 @@ impl RedisServer {
             .expect("connect to the test redis")
     }
 
-    async fn ping(&self) -> bool {
-        let Ok(client) = redis::Client::open(self.url()) else {
-            return false;
-        };
-        let Ok(mut connection) = client.get_multiplexed_async_connection().await else {
-            return false;
-        };
-        redis::cmd("PING")
-            .query_async::<String>(&mut connection)
+    /// The process id of the server answering on the port, if one does.
+    async fn pid(&self) -> Option<u32> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
             .await
-            .is_ok()
+            .ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
     }
 }
 

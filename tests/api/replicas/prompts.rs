@@ -164,34 +164,47 @@ async fn two_replicas_starting_together_seed_the_fleet_once() {
 async fn a_redis_that_lost_its_data_is_seeded_again_before_the_first_write() {
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
-    // A looks at Redis only at start: its write below meets an empty Redis.
+    // A looks at Redis only at start (it seeds then), and no other replica runs:
+    // its write below meets an empty Redis.
     let a = Replica::start(&redis, &upstream, &[], |c| {
         c.prompt_reload = Duration::from_secs(60);
     })
     .await;
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let recipe = b.etag("recipe").await;
-    a.sees("recipe", recipe.as_deref()).await;
     let mut connection = redis.connection().await;
+    let started = Instant::now();
+    loop {
+        let seeded: bool = redis::cmd("EXISTS")
+            .arg("ladle:prompts:seeded")
+            .query_async(&mut connection)
+            .await
+            .expect("EXISTS");
+        if seeded {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(2), "A never seeded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let () = redis::cmd("FLUSHALL")
         .query_async(&mut connection)
         .await
         .expect("FLUSHALL");
-    let saved = a.put("soup", &small_prompt("重来"), None).await;
-    assert_eq!(saved.status(), 201);
+    // The write replaces the seeded recipe: the seeding came first, not after
+    // (where it would put the folder's recipe back over the edit).
+    let saved = a.put("recipe", &small_prompt("重来"), None).await;
+    assert_eq!(saved.status(), 200);
     let mut stored: Vec<String> = redis::cmd("HKEYS")
         .arg("ladle:prompts:text")
         .query_async(&mut connection)
         .await
         .expect("HKEYS");
     stored.sort();
-    assert_eq!(stored, ["fridge", "recipe", "soup"], "seeded, then written");
-    b.sees("soup", Some(&etag_of(&saved))).await;
+    assert_eq!(stored, ["fridge", "recipe"], "seeded, then written");
+    a.sees("recipe", Some(&etag_of(&saved))).await;
+    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    b.sees("recipe", Some(&etag_of(&saved))).await;
     // An empty If-Match names no version: it never matches.
-    assert_eq!(
-        a.put("soup", &small_prompt("空"), Some("")).await.status(),
-        412
-    );
+    let empty = a.put("recipe", &small_prompt("空"), Some("")).await;
+    assert_eq!(empty.status(), 412);
 }
 
 #[tokio::test]
@@ -199,21 +212,16 @@ async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
     let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let recipe = a.etag("recipe").await;
-    b.sees("recipe", recipe.as_deref()).await;
-    // Both copies are at version 1 of the first seeding. Redis loses its data,
-    // and the next seeding (from a folder that gained a prompt) is version 1 too.
-    std::fs::write(a.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
-    std::fs::write(b.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
+    // B polls at the default pace, so A (every 50 ms) reseeds before B looks.
+    let b = Replica::start(&redis, &upstream, &[], |c| {
+        c.prompt_reload = Duration::from_secs(1);
+    })
+    .await;
+    // Both replicas serve the first seeding's copy before Redis loses it.
     let mut connection = redis.connection().await;
-    let () = redis::cmd("FLUSHALL")
-        .query_async(&mut connection)
-        .await
-        .expect("FLUSHALL");
     let started = Instant::now();
     for replica in [&a, &b] {
-        while replica.etag("extra").await.is_none() {
+        while !follows_redis(replica, &mut connection).await {
             assert!(
                 started.elapsed() < Duration::from_secs(2),
                 "{}",
@@ -222,4 +230,44 @@ async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    // Both copies are at version 1 of the first seeding. Redis loses its data,
+    // and the next seeding (from a folder that gained a prompt) is version 1 too.
+    std::fs::write(a.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
+    std::fs::write(b.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut connection)
+        .await
+        .expect("FLUSHALL");
+    let started = Instant::now();
+    for (name, replica) in [("A", &a), ("B", &b)] {
+        while replica.etag("extra").await.is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{name} never saw the reseeded prompts"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Whether `replica` serves Redis's recipe (its time of change is Redis's),
+/// not the folder's copy it started with.
+async fn follows_redis(
+    replica: &Replica,
+    connection: &mut redis::aio::MultiplexedConnection,
+) -> bool {
+    let updated: Option<u64> = redis::cmd("HGET")
+        .arg("ladle:prompts:updated")
+        .arg("recipe")
+        .query_async(connection)
+        .await
+        .expect("HGET");
+    let Some(updated) = updated else {
+        return false;
+    };
+    let list = replica.admin(Method::GET, "/admin/prompts").send();
+    let list: Value = json_of(list.await.expect("answers")).await;
+    list.as_array().into_iter().flatten().any(|p| {
+        p["name"] == "recipe" && p["updated_at"] == ladle::prompts::store::rfc3339(updated)
+    })
 }
