@@ -109,6 +109,27 @@ impl RedisServer {
             .expect("connect to the test redis")
     }
 
+    /// Waits (up to 2 s) until `key` exists.
+    pub async fn wait_for_key(&self, key: &str) {
+        let mut connection = self.connection().await;
+        let started = std::time::Instant::now();
+        loop {
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(key)
+                .query_async(&mut connection)
+                .await
+                .expect("EXISTS");
+            if exists {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "no `{key}` within 2 s"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// The process id of the server answering on the port, if one does.
     async fn pid(&self) -> Option<u32> {
         let client = redis::Client::open(self.url()).ok()?;

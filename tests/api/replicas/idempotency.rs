@@ -155,18 +155,7 @@ async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica
     }
     let waiting = tokio::spawn(async move { b.chat(Some("left")).await });
     // Once B's repeat is seen waiting, A's client goes away.
-    let mut connection = redis.connection().await;
-    loop {
-        let watched: bool = redis::cmd("EXISTS")
-            .arg("ladle:idem-watched:left")
-            .query_async(&mut connection)
-            .await
-            .expect("EXISTS");
-        if watched {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    redis.wait_for_key("ladle:idem-watched:left").await;
     leaving.abort();
     let waited = waiting.await.expect("B's request");
     assert!(replayed(&waited));

@@ -170,20 +170,8 @@ async fn a_redis_that_lost_its_data_is_seeded_again_before_the_first_write() {
         c.prompt_reload = Duration::from_secs(60);
     })
     .await;
+    redis.wait_for_key("ladle:prompts:seeded").await;
     let mut connection = redis.connection().await;
-    let started = Instant::now();
-    loop {
-        let seeded: bool = redis::cmd("EXISTS")
-            .arg("ladle:prompts:seeded")
-            .query_async(&mut connection)
-            .await
-            .expect("EXISTS");
-        if seeded {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(2), "A never seeded");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     let () = redis::cmd("FLUSHALL")
         .query_async(&mut connection)
         .await
