@@ -290,11 +290,6 @@ impl RunSlot for Slot {
         self.report("failed", text, FAILED_FOR, None)
     }
 
-    fn abandon(self: Box<Self>) -> BoxFuture<'static, ()> {
-        // `Drop` frees the key.
-        Box::pin(std::future::ready(()))
-    }
-
     fn unwatched(&self) -> BoxFuture<'static, ()> {
         let (redis, watched) = (self.shared.redis.clone(), self.watched.clone());
         Box::pin(async move {

@@ -193,11 +193,6 @@ impl RunSlot for Slot {
         done()
     }
 
-    fn abandon(self: Box<Self>) -> BoxFuture<'static, ()> {
-        // `Drop` frees the key.
-        done()
-    }
-
     fn unwatched(&self) -> BoxFuture<'static, ()> {
         let outcome = self.outcome.clone();
         Box::pin(async move { outcome.closed().await })

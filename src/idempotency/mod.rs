@@ -37,16 +37,14 @@ pub enum Begin {
 }
 
 /// Where a run reports its outcome. Reports are futures, so that a shared store
-/// can write them out; the run's own task awaits them.
+/// can write them out; the run's own task awaits them. A slot dropped without a
+/// report (the run ended with no one waiting) frees its key.
 pub trait RunSlot: Send {
     /// A complete success: kept for the TTL, and given to the waiters.
     fn succeed(self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()>;
     /// A failure after `attempts` attempts: not kept (the next repeat runs anew);
     /// given to the waiters.
     fn fail(self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()>;
-    /// The run was dropped before its outcome (no one waited any more): the key
-    /// is free again.
-    fn abandon(self: Box<Self>) -> BoxFuture<'static, ()>;
     /// Resolves once no other request waits on this run.
     fn unwatched(&self) -> BoxFuture<'static, ()>;
 }

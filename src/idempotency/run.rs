@@ -60,9 +60,6 @@ pub fn detached(
                 to_client = None;
             }
         }
-        if let Some(slot) = slot {
-            slot.abandon().await;
-        }
     });
     futures_util::stream::unfold(from_run, |mut from_run| async move {
         from_run.recv().await.map(|step| (step, from_run))

@@ -41,19 +41,7 @@ async fn a_run_in_progress_on_one_replica_is_waited_for_by_the_other() {
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
     // The run outlasts the claim's lease (600 ms): A must keep renewing it.
-    let pause = || Step::Pause(Duration::from_millis(250));
-    upstream.push([sse(vec![
-        data(&role()),
-        pause(),
-        data(&content("慢")),
-        pause(),
-        data(&content("炖")),
-        pause(),
-        data(&content("好")),
-        pause(),
-        data(&finish()),
-        data("[DONE]"),
-    ])]);
+    upstream.push([paced_answer(&["慢", "炖", "好"], 250)]);
     let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
     let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
     let running = tokio::spawn({
@@ -136,17 +124,7 @@ async fn a_claim_held_by_a_killed_replica_expires_with_its_lease() {
 async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica() {
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
-    let pause = || Step::Pause(Duration::from_millis(150));
-    upstream.push([sse(vec![
-        data(&role()),
-        pause(),
-        data(&content("接着")),
-        pause(),
-        data(&content("做")),
-        pause(),
-        data(&finish()),
-        data("[DONE]"),
-    ])]);
+    upstream.push([paced_answer(&["接着", "做"], 150)]);
     let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
     let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
     let leaving = tokio::spawn(async move { a.chat(Some("left")).await });
@@ -192,4 +170,17 @@ async fn a_result_over_the_size_bound_is_answered_but_not_kept() {
         "小份"
     );
     assert_eq!(upstream.requests().len(), 2);
+}
+
+/// An answer whose role and each piece come `pause_ms` apart (every gap within
+/// the idle timeout), then the finish.
+fn paced_answer(pieces: &[&str], pause_ms: u64) -> Script {
+    let pause = || Step::Pause(Duration::from_millis(pause_ms));
+    let mut steps = vec![data(&role())];
+    for piece in pieces {
+        steps.push(pause());
+        steps.push(data(&content(piece)));
+    }
+    steps.extend([pause(), data(&finish()), data("[DONE]")]);
+    sse(steps)
 }
