@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
-use crate::app::{self, AppState};
+use crate::server;
+use crate::state::AppState;
 use crate::config::{Config, ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::demo::{self, DemoOptions};
 use crate::ops::telemetry;
@@ -87,7 +88,7 @@ fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> Res
 }
 
 /// `serve`: the gateway on one thread per worker (`LADLE_WORKERS`, default one per
-/// CPU core), each with its own runtime; see `app::serve_on_threads`.
+/// CPU core), each with its own runtime; see `server::serve_on_threads`.
 fn serve(config: Config) -> Result<(), String> {
     telemetry::init(config.log_format);
     if config.upstreams.is_empty() {
@@ -104,7 +105,7 @@ fn serve(config: Config) -> Result<(), String> {
     let state = AppState::new(config)?;
     let listener = listen(address)?;
     tracing::info!(workers, "serving");
-    app::serve_on_threads(listener, state, workers, shutdown_signal).map_err(|e| e.to_string())
+    server::serve_on_threads(listener, state, workers, shutdown_signal).map_err(|e| e.to_string())
 }
 
 async fn run_demo(mut config: Config) -> Result<(), String> {
@@ -126,7 +127,7 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{}", demo_instructions(address));
-    app::serve(listener, state, shutdown)
+    server::serve(listener, state, shutdown)
         .await
         .map_err(|e| e.to_string())
 }

@@ -19,6 +19,7 @@
 //! leaves a handler is an `ApiError`.
 
 pub mod app;
+pub mod background;
 pub mod breaker;
 pub mod budget;
 pub mod cli;
@@ -35,7 +36,6 @@ pub mod prompts;
 pub mod relay;
 pub mod retry;
 pub mod routes;
-pub mod routing;
 pub mod server;
 pub mod state;
 pub mod upstream;

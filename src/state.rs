@@ -9,17 +9,16 @@ use futures_util::Stream;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::background::Background;
 use crate::breaker::{Breaker, State};
-use crate::budget::RetryBudget;
+use crate::budget::{self, Budget, RetryBudget, SharedBudget};
 use crate::completion::{Completion, Engine, Guards, Job, Progress};
 use crate::config::Config;
-use crate::fleet::idempotency::RedisIdempotency;
-use crate::fleet::prompts::RedisPrompts;
-use crate::fleet::{Redis, budget};
-use crate::idempotency::{IdempotencyStore, MemoryStore};
+use crate::fleet::Redis;
+use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
 use crate::ops::metrics::Metrics;
 use crate::ops::request_id::RequestId;
-use crate::prompts::{FileStore, Prompt, PromptStore};
+use crate::prompts::{FileStore, Prompt, PromptStore, RedisPrompts};
 use crate::retry::{Deadline, RetryPolicy};
 use crate::upstream::{ClientOptions, Upstream};
 
@@ -38,6 +37,8 @@ pub struct AppState {
     pub idempotency: Arc<dyn IdempotencyStore>,
     /// The fleet's Redis (`LADLE_REDIS_URL`), if replicas share state.
     pub redis: Option<Arc<Redis>>,
+    /// The owner of every background task, drained at shutdown.
+    pub background: Background,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -52,8 +53,14 @@ impl AppState {
     pub fn new(config: Config) -> Result<Self, String> {
         let upstreams = build_upstreams(&config)?;
         let metrics = Metrics::new();
+        let background = Background::new();
+        let redis = match &config.redis {
+            Some(settings) => Some(Redis::new(settings, metrics.clone())?),
+            None => None,
+        };
         let breakers = config.breaker.applies(upstreams.len());
         let now = Instant::now();
+        let mut shared_budgets = Vec::new();
         let guards = upstreams
             .iter()
             .map(|upstream| {
@@ -61,10 +68,17 @@ impl AppState {
                 if breakers {
                     metrics.breaker_state(&upstream.name, State::Closed.gauge());
                 }
+                let budget: Arc<Mutex<dyn Budget>> = if redis.is_some() {
+                    let shared = Arc::new(Mutex::new(SharedBudget::new(config.retry_budget)));
+                    shared_budgets.push((upstream.name.clone(), shared.clone()));
+                    shared
+                } else {
+                    Arc::new(Mutex::new(RetryBudget::new(config.retry_budget)))
+                };
                 Guards {
                     breaker: breakers
                         .then(|| Mutex::new(Breaker::new(config.breaker_settings, now))),
-                    budget: Mutex::new(RetryBudget::new(config.retry_budget)),
+                    budget,
                 }
             })
             .collect();
@@ -79,17 +93,18 @@ impl AppState {
             metrics: metrics.clone(),
         };
         let engine = Arc::new(engine);
-        let redis = match &config.redis {
-            Some(settings) => Some(Redis::new(settings, metrics.clone())?),
-            None => None,
-        };
         let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
         {
             Some(redis) => {
-                budget::share(&engine, redis.clone(), config.retry_budget.window);
+                let window = config.retry_budget.window;
+                budget::shared::share(&shared_budgets, redis.clone(), window, &background);
                 (
                     Arc::new(RedisPrompts::open(redis.clone(), &config.prompts_dir)),
-                    Arc::new(RedisIdempotency::new(redis.clone(), config.idempotency)),
+                    Arc::new(RedisIdempotency::new(
+                        redis.clone(),
+                        config.idempotency,
+                        &background,
+                    )),
                 )
             }
             None => (
@@ -104,6 +119,7 @@ impl AppState {
             metrics,
             idempotency,
             redis,
+            background,
         })
     }
 

@@ -111,14 +111,15 @@ fn only_the_attempt_loop_sleeps() {
     // The retry waits live in `completion`. Besides it, only timers that guard the
     // server's own sockets may wait (a pause after a failed accept, a client's body
     // deadline), and what paces its own output: the demo's simulated upstream and
-    // the keep-alive comments of a waiting stream. And what paces its calls to the
-    // fleet's Redis: the budget sharing and lease renewal rounds, and a repeat's
-    // polls of a run on another replica.
+    // the keep-alive comments of a waiting stream. And what paces background
+    // rounds (the one owner of background work runs every loop), and a repeat's
+    // polls of a run on another replica in Redis.
     let allowed = [
         "completion/",
-        "fleet/",
+        "background.rs",
+        "idempotency/redis.rs",
         "demo/",
-        "server.rs",
+        "server/accept.rs",
         "ops/request_body.rs",
         "relay/keepalive.rs",
     ];

@@ -1,8 +1,20 @@
 //! The budget's arithmetic, under instants offset from a base.
 
+use std::time::Duration;
+
 use proptest::prelude::*;
+use tokio::time::Instant;
 
 use super::*;
+
+/// A retry if it fits, as the attempt loop makes one.
+fn try_retry(budget: &mut impl Budget, now: Instant) -> bool {
+    let room = budget.has_room(now);
+    if room {
+        budget.withdraw(now);
+    }
+    room
+}
 
 const S: Duration = Duration::from_secs(1);
 
@@ -19,10 +31,10 @@ fn retries_may_add_the_ratio_of_first_attempts_plus_the_floor() {
     let t0 = Instant::now();
     let mut budget = RetryBudget::new(settings(0.2, 1));
     for _ in 0..50 {
-        budget.first_attempt(t0);
+        budget.deposit(t0);
     }
     // 0.2 × 50 + 1/s × 10 s = 20.
-    let allowed = (0..30).filter(|_| budget.try_retry(t0)).count();
+    let allowed = (0..30).filter(|_| try_retry(&mut budget, t0)).count();
     assert_eq!(allowed, 20);
 }
 
@@ -30,9 +42,9 @@ fn retries_may_add_the_ratio_of_first_attempts_plus_the_floor() {
 fn a_lone_caller_never_runs_out_with_the_defaults() {
     let t0 = Instant::now();
     let mut budget = RetryBudget::new(settings(0.2, 10));
-    budget.first_attempt(t0);
+    budget.deposit(t0);
     assert!(
-        (0..4).all(|_| budget.try_retry(t0)),
+        (0..4).all(|_| try_retry(&mut budget, t0)),
         "MAX_ATTEMPTS = 5: four retries"
     );
 }
@@ -41,9 +53,9 @@ fn a_lone_caller_never_runs_out_with_the_defaults() {
 fn the_window_slides() {
     let t0 = Instant::now();
     let mut budget = RetryBudget::new(settings(0.0, 1));
-    assert!((0..10).all(|_| budget.try_retry(t0)));
-    assert!(!budget.try_retry(t0 + 5 * S), "ten in the window already");
-    assert!(budget.try_retry(t0 + 10 * S), "the first ten are out of it");
+    assert!((0..10).all(|_| try_retry(&mut budget, t0)));
+    assert!(!try_retry(&mut budget, t0 + 5 * S), "ten in the window already");
+    assert!(try_retry(&mut budget, t0 + 10 * S), "the first ten are out of it");
 }
 
 proptest! {
@@ -63,9 +75,9 @@ proptest! {
         for (i, first) in steps.iter().enumerate() {
             let now = t0 + Duration::from_millis(i as u64);
             if *first {
-                budget.first_attempt(now);
+                budget.deposit(now);
                 firsts += 1;
-            } else if budget.try_retry(now) {
+            } else if try_retry(&mut budget, now) {
                 retries += 1;
             }
             let allowed = ratio * f64::from(firsts) + f64::from(min_per_s) * 10.0;
@@ -77,9 +89,9 @@ proptest! {
 #[test]
 fn the_other_replicas_counts_share_one_budget() {
     let t0 = Instant::now();
-    let mut budget = RetryBudget::new(settings(0.5, 0));
+    let mut budget = SharedBudget::new(settings(0.5, 0));
     for _ in 0..10 {
-        budget.first_attempt(t0);
+        budget.deposit(t0);
     }
     // Alone: 0.5 × 10 = 5 retries. The fleet made 10 more first attempts and
     // already 12 retries: 0.5 × 20 = 10 < 13, so none is left.
@@ -87,12 +99,12 @@ fn the_other_replicas_counts_share_one_budget() {
         firsts: 10,
         retries: 12,
     });
-    assert!(!budget.try_retry(t0));
+    assert!(!try_retry(&mut budget, t0));
     budget.set_others(Counts {
         firsts: 10,
         retries: 4,
     });
-    let allowed = (0..10).filter(|_| budget.try_retry(t0)).count();
+    let allowed = (0..10).filter(|_| try_retry(&mut budget, t0)).count();
     assert_eq!(allowed, 6, "10 allowed, 4 made elsewhere");
     assert_eq!(
         budget.take_unshared(),

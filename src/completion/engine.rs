@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::breaker::{Admission, Breaker, Counted, Transition};
-use crate::budget::{Counts, RetryBudget};
+use crate::budget::Budget;
 use crate::failure::BusyKeywords;
 use crate::ops::metrics::Metrics;
 use crate::upstream::Upstream;
@@ -39,13 +39,13 @@ pub struct Engine {
 pub struct Guards {
     /// Its circuit breaker (per replica), when breakers apply.
     pub breaker: Option<Mutex<Breaker>>,
-    /// Its retry budget.
-    pub budget: Mutex<RetryBudget>,
+    /// Its retry budget (this replica's, or shared with the fleet).
+    pub budget: Arc<Mutex<dyn Budget>>,
 }
 
 /// A lock whose holder panicked still guards consistent state here: every update
 /// is a few assignments.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -94,27 +94,21 @@ impl Engine {
 
     /// A first attempt to upstream `index`: it earns retries.
     pub fn first_attempt(&self, index: usize, now: Instant) {
-        lock(&self.guards[index].budget).first_attempt(now);
+        lock(&self.guards[index].budget).deposit(now);
     }
 
     /// Whether a retry to upstream `index` fits its budget (and counts it if so).
     pub fn try_retry(&self, index: usize, now: Instant) -> bool {
-        let allowed = lock(&self.guards[index].budget).try_retry(now);
+        let mut budget = lock(&self.guards[index].budget);
+        let allowed = budget.has_room(now);
+        if allowed {
+            budget.withdraw(now);
+        }
+        drop(budget);
         if !allowed {
             self.metrics.retry_throttled(&self.upstreams[index].name);
         }
         allowed
-    }
-
-    /// Upstream `index`'s first attempts and retries made here since last asked,
-    /// for the fleet's shared budget.
-    pub fn unshared_budget(&self, index: usize) -> Counts {
-        lock(&self.guards[index].budget).take_unshared()
-    }
-
-    /// What the other replicas made to upstream `index` over the budget's window.
-    pub fn set_fleet_budget(&self, index: usize, others: Counts) {
-        lock(&self.guards[index].budget).set_others(others);
     }
 
     /// A breaker changed state: the gauge, the counter and one log line.

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::Engine;
-use crate::routing::{self, Candidate};
+use crate::upstream::order::{self, Candidate};
 
 /// One request's way through the upstreams.
 pub struct Route {
@@ -55,7 +55,7 @@ impl Route {
                 usable: engine.usable(index, now),
             })
             .collect();
-        let order = routing::request_order(&candidates, draw)?;
+        let order = order::request_order(&candidates, draw)?;
         Some(Route {
             visits: vec![Visit::default(); order.len()],
             order,
@@ -94,7 +94,7 @@ impl Route {
     /// the current one.
     pub fn next(&self, engine: &Engine, leave_current: bool, now: Instant) -> Option<Next> {
         let current = self.current();
-        let position = routing::next_after(&self.order, self.position, |index| {
+        let position = order::next_after(&self.order, self.position, |index| {
             let left_out = self.visits[index].untrusted || (leave_current && index == current);
             !left_out && engine.usable(index, now)
         })?;

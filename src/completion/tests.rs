@@ -108,11 +108,11 @@ async fn run(
         upstreams: vec![Arc::new(upstream)],
         guards: vec![Guards {
             breaker: None,
-            budget: std::sync::Mutex::new(RetryBudget::new(BudgetSettings {
+            budget: Arc::new(std::sync::Mutex::new(RetryBudget::new(BudgetSettings {
                 ratio: 0.2,
                 min_per_s: 10,
                 window: 10 * S,
-            })),
+            }))),
         }],
         idle_timeout: 30 * S,
         first_output_timeout: None,

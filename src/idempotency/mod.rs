@@ -1,13 +1,16 @@
 //! Idempotency keys (contract 6.6): a request with `Idempotency-Key: K` runs once;
 //! a repeat of it gets the kept result, or waits for the run in progress; another
-//! request under the same key is refused. The store is an interface so that Redis
-//! can hold the records of several replicas; `memory` is the first implementation.
+//! request under the same key is refused. The records sit behind
+//! [`IdempotencyStore`], with two variants: `memory` (one replica's) and `redis`
+//! (a fleet's, with memory while Redis is away).
 
 mod memory;
+mod redis;
 mod run;
 
-pub use memory::MemoryStore;
-pub use run::detached;
+pub use self::memory::MemoryStore;
+pub use self::redis::{MAX_KEPT_BYTES, RedisIdempotency};
+pub use self::run::detached;
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

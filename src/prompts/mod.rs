@@ -1,15 +1,90 @@
 //! Tasks from operator-edited prompt templates.
 //!
 //! `spec` turns a TOML file into a checked, compiled prompt (pure); `render` binds a
-//! caller's variables and renders messages (pure); `store` keeps the live prompts
-//! and their history behind a small interface whose first implementation is files.
+//! caller's variables and renders messages (pure). The live prompts and their
+//! history sit behind [`PromptStore`], with two variants: `files` (a folder, for
+//! one replica) and `redis` (a fleet's shared copy).
 
+pub mod files;
+pub mod redis;
 pub mod render;
 pub mod spec;
-pub mod store;
 
+pub use self::files::FileStore;
+pub use self::redis::RedisPrompts;
 pub use spec::{Prompt, PromptError, valid_name};
-pub use store::{FileStore, PromptStore, StoreError};
+
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+/// One earlier version of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Version {
+    /// Opaque id, used for rollback.
+    pub version: String,
+    /// The entity tag the version had.
+    pub etag: String,
+    /// When it was replaced, RFC 3339.
+    pub saved_at: String,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such prompt or version.
+    #[error("no prompt or version named `{0}`")]
+    NotFound(String),
+    /// The name does not match the contract's pattern.
+    #[error("`{0}` is not a valid prompt name")]
+    BadName(String),
+    /// `If-Match` named another version.
+    #[error("etag mismatch")]
+    EtagMismatch,
+    /// The text is not a usable prompt.
+    #[error(transparent)]
+    Invalid(#[from] PromptError),
+    /// The file system failed.
+    #[error("{0}")]
+    Io(String),
+    /// The shared store (Redis) did not answer.
+    #[error("shared store unreachable: {0}")]
+    Unavailable(String),
+}
+
+/// The outcome of a save.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// Whether the prompt did not exist before.
+    pub created: bool,
+    /// The new entity tag.
+    pub etag: String,
+}
+
+/// Prompts by name, and their history.
+pub trait PromptStore: Send + Sync {
+    /// The live version of a prompt.
+    fn get(&self, name: &str) -> Option<Arc<Prompt>>;
+    /// All live prompts, by name, with when each last changed (RFC 3339).
+    fn list(&self) -> Vec<(Arc<Prompt>, String)>;
+    /// Files that failed to load, with the reason.
+    fn broken(&self) -> Vec<(String, String)>;
+    /// Validates and saves a prompt; `if_match` must name the live version.
+    fn save(&self, name: &str, text: &str, if_match: Option<&str>) -> Result<Saved, StoreError>;
+    /// Deletes a prompt, keeping it in history.
+    fn delete(&self, name: &str, if_match: Option<&str>) -> Result<(), StoreError>;
+    /// Earlier versions, newest first.
+    fn history(&self, name: &str) -> Result<Vec<Version>, StoreError>;
+    /// Makes an earlier version current.
+    fn rollback(&self, name: &str, version: &str) -> Result<Saved, StoreError>;
+    /// Looks at the backing storage again.
+    fn refresh(&self);
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
+pub fn rfc3339(millis: u64) -> String {
+    let when = UNIX_EPOCH + std::time::Duration::from_millis(millis);
+    humantime::format_rfc3339_millis(when).to_string()
+}
 
 #[cfg(test)]
 mod tests;

@@ -92,7 +92,8 @@ fn names_follow_the_contract_pattern() {
 }
 
 mod store_times {
-    use crate::prompts::store::{rfc3339, version_millis};
+    use crate::prompts::files::version_millis;
+    use crate::prompts::rfc3339;
 
     #[test]
     fn a_new_history_version_always_sorts_after_the_newest_one() {

@@ -9,6 +9,7 @@
 
 pub mod chunk;
 mod client;
+pub mod order;
 pub mod sse;
 
 use std::sync::Arc;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ladle::app::{self, AppState};
+use ladle::server;
+use ladle::state::AppState;
 use ladle::config::{Config, Secret, UpstreamSettings};
 use serde_json::Value;
 
@@ -127,7 +128,7 @@ pub async fn serve_config(
         .expect("bind gateway");
     let base = format!("http://{}", listener.local_addr().expect("gateway address"));
     let state = AppState::new(config).expect("state builds");
-    (base, tokio::spawn(app::serve(listener, state, shutdown)))
+    (base, tokio::spawn(server::serve(listener, state, shutdown)))
 }
 
 /// Starts a gateway with the fast config.

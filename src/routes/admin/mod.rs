@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::normalize::OutputKind;
 use crate::ops::request_id::RequestId;
 use crate::prompts::render::{self, Rendered};
-use crate::prompts::store::Version;
+use crate::prompts::Version;
 use crate::prompts::{Prompt, PromptStore, StoreError};
 use crate::state::AppState;
 

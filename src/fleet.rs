@@ -1,15 +1,12 @@
-//! State that replicas share through Redis (contract 6.7): prompts, idempotency
-//! records and retry budgets. Breakers, the queue and metrics stay per replica.
+//! The fleet's Redis (contract 6.7): one connection handle and its health, which
+//! every concept's Redis variant uses (`prompts::redis`, `idempotency::redis`,
+//! `budget::shared`). Breakers, the queue and metrics stay per replica.
 //!
 //! Redis is never on the way of a request that does not need it, and never a
 //! reason for one to fail: every call has a timeout, and each shared store keeps a
 //! local copy (prompts) or falls back to memory (idempotency, budgets) while
 //! Redis is unreachable. `Redis::call` is the one place calls are made, so the
 //! health flag, `ladle_redis_up` and `ladle_redis_errors_total` see every one.
-
-pub mod budget;
-pub mod idempotency;
-pub mod prompts;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -99,12 +96,10 @@ impl Redis {
         }))
     }
 
-    /// Runs background work on the Redis runtime.
-    pub fn spawn(
-        &self,
-        work: impl Future<Output = ()> + Send + 'static,
-    ) -> tokio::task::JoinHandle<()> {
-        self.runtime.spawn(work)
+    /// The Redis runtime, where the background work that keeps shared state in
+    /// step runs (spawned through `Background`, which owns it).
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
     }
 
     /// Waits for `work` from a thread outside every runtime (the blocking pool).

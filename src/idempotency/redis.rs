@@ -24,9 +24,10 @@ use redis::Script;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{CALL_TIMEOUT, Redis};
+use super::{Begin, IdempotencyStore, Limits, MemoryStore, Outcome, RunSlot};
+use crate::background::{Background, Continue};
 use crate::error::ApiError;
-use crate::idempotency::{Begin, IdempotencyStore, Limits, MemoryStore, Outcome, RunSlot};
+use crate::fleet::{CALL_TIMEOUT, Redis};
 
 /// The largest body kept in Redis; a larger success is answered but not kept.
 pub const MAX_KEPT_BYTES: usize = 1 << 20;
@@ -70,6 +71,7 @@ pub struct RedisIdempotency {
 
 struct Shared {
     redis: Arc<Redis>,
+    background: Background,
     limits: Limits,
     begin: Script,
     finish: Script,
@@ -83,9 +85,10 @@ struct Shared {
 impl RedisIdempotency {
     /// A store on `redis`, with memory for when it is unreachable; starts the
     /// renewal of this replica's claims.
-    pub fn new(redis: Arc<Redis>, limits: Limits) -> Self {
+    pub fn new(redis: Arc<Redis>, limits: Limits, background: &Background) -> Self {
         let shared = Arc::new(Shared {
             redis: redis.clone(),
+            background: background.clone(),
             limits,
             begin: Script::new(BEGIN),
             finish: Script::new(FINISH),
@@ -93,7 +96,8 @@ impl RedisIdempotency {
             replica: uuid::Uuid::new_v4().simple().to_string(),
             runs: AtomicU64::new(0),
         });
-        drop(redis.spawn(renew(Arc::downgrade(&shared), redis.lease() / 3)));
+        let (weak, every) = (Arc::downgrade(&shared), redis.lease() / 3);
+        background.every(every, Some(redis.runtime()), move || renew(weak.clone(), every));
         RedisIdempotency {
             shared,
             memory: MemoryStore::new(limits),
@@ -236,7 +240,8 @@ impl Slot {
         self.reported = true;
         self.shared.release(&self.record, &self.run);
         let (shared, record, run) = (self.shared.clone(), self.record.clone(), self.run.clone());
-        let written = self.shared.redis.spawn(async move {
+        let runtime = self.shared.redis.runtime();
+        let written = self.shared.background.spawn_on(async move {
             let mut invocation = shared.finish.prepare_invoke();
             invocation
                 .key(&record)
@@ -251,7 +256,7 @@ impl Slot {
                     invocation.invoke_async(&mut c).await
                 })
                 .await;
-        });
+        }, runtime);
         Box::pin(async move {
             if let Some(until) = wait_until {
                 let _ = tokio::time::timeout_at(until, written).await;
@@ -321,21 +326,20 @@ impl Shared {
     }
 }
 
-/// Renews the leases of this replica's claims, every third of a lease, until
-/// the store is gone; each round within that third.
-async fn renew(shared: Weak<Shared>, every: Duration) {
-    loop {
-        tokio::time::sleep(every).await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        let claims: Vec<(String, String)> = lock(&shared.claims)
-            .iter()
-            .map(|(record, run)| (record.clone(), run.clone()))
-            .collect();
-        if claims.is_empty() {
-            continue;
-        }
+/// One round of lease renewals for this replica's claims (every third of a
+/// lease, until the store is gone), within that third.
+async fn renew(shared: Weak<Shared>, every: Duration) -> Continue {
+    let Some(shared) = shared.upgrade() else {
+        return Continue::Stop;
+    };
+    let claims: Vec<(String, String)> = lock(&shared.claims)
+        .iter()
+        .map(|(record, run)| (record.clone(), run.clone()))
+        .collect();
+    if claims.is_empty() {
+        return Continue::Yes;
+    }
+    {
         let mut pipe = redis::pipe();
         let lease = shared.redis.lease().as_millis() as u64;
         for (record, run) in &claims {
@@ -356,6 +360,7 @@ async fn renew(shared: Weak<Shared>, every: Duration) {
             })
             .await;
     }
+    Continue::Yes
 }
 
 /// The `1/share` of the time left before `deadline` (`call` caps it at

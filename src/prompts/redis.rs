@@ -19,9 +19,8 @@ use std::sync::{Arc, RwLock};
 
 use redis::Script;
 
-use super::{Redis, RedisDown, unix_millis};
-use crate::prompts::store::{PromptStore, Saved, StoreError, Version, rfc3339};
-use crate::prompts::{FileStore, Prompt, valid_name};
+use super::{FileStore, Prompt, PromptStore, Saved, StoreError, Version, rfc3339, valid_name};
+use crate::fleet::{CALL_TIMEOUT, Redis, RedisDown, unix_millis};
 
 /// Copies `ARGV[3..]` (name, text, etag triples) in at time `ARGV[2]`, unless
 /// already seeded; the seed key holds `ARGV[1]`, an epoch no other seeding has.
@@ -140,7 +139,7 @@ impl RedisPrompts {
         }
         let seeded: i64 = self
             .redis
-            .call("prompts_seed", super::CALL_TIMEOUT, |mut c| async move {
+            .call("prompts_seed", CALL_TIMEOUT, |mut c| async move {
                 invocation.invoke_async(&mut c).await
             })
             .await?;
@@ -156,7 +155,7 @@ impl RedisPrompts {
         let [text, _, updated, version, seeded] = self.keys();
         let at: (Option<String>, Option<i64>) = self
             .redis
-            .call("prompts_version", super::CALL_TIMEOUT, |mut c| {
+            .call("prompts_version", CALL_TIMEOUT, |mut c| {
                 let keys = [seeded.clone(), version.clone()];
                 async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await }
             })
@@ -182,7 +181,7 @@ impl RedisPrompts {
         );
         let (texts, times, epoch, at): Loaded = self
             .redis
-            .call("prompts_load", super::CALL_TIMEOUT, |mut c| async move {
+            .call("prompts_load", CALL_TIMEOUT, |mut c| async move {
                 redis::pipe()
                     .atomic()
                     .hgetall(text)
@@ -257,7 +256,7 @@ impl RedisPrompts {
         let answer: String = self.redis.block_on(async {
             let attempt = || {
                 self.redis
-                    .call("prompts_write", super::CALL_TIMEOUT, |mut c| async move {
+                    .call("prompts_write", CALL_TIMEOUT, |mut c| async move {
                         invocation.invoke_async::<String>(&mut c).await
                     })
             };
@@ -355,7 +354,7 @@ impl RedisPrompts {
         self.redis
             .block_on(
                 self.redis
-                    .call("prompts_history", super::CALL_TIMEOUT, |mut c| async move {
+                    .call("prompts_history", CALL_TIMEOUT, |mut c| async move {
                         redis::cmd("HGETALL").arg(key).query_async(&mut c).await
                     }),
             )

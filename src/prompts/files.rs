@@ -1,4 +1,4 @@
-//! Where prompts live: a small interface, and its first implementation on files.
+//! Prompts in a folder of `{name}.toml` files: the store of a single replica.
 //!
 //! The file store keeps the last good version of every prompt in memory and looks
 //! at the folder again every second, so edits on disk go live without a restart and
@@ -13,70 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::spec::{Prompt, PromptError, valid_name};
-
-/// One earlier version of a prompt.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Version {
-    /// Opaque id, used for rollback.
-    pub version: String,
-    /// The entity tag the version had.
-    pub etag: String,
-    /// When it was replaced, RFC 3339.
-    pub saved_at: String,
-}
-
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// No such prompt or version.
-    #[error("no prompt or version named `{0}`")]
-    NotFound(String),
-    /// The name does not match the contract's pattern.
-    #[error("`{0}` is not a valid prompt name")]
-    BadName(String),
-    /// `If-Match` named another version.
-    #[error("etag mismatch")]
-    EtagMismatch,
-    /// The text is not a usable prompt.
-    #[error(transparent)]
-    Invalid(#[from] PromptError),
-    /// The file system failed.
-    #[error("{0}")]
-    Io(String),
-    /// The shared store (Redis) did not answer.
-    #[error("shared store unreachable: {0}")]
-    Unavailable(String),
-}
-
-/// The outcome of a save.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Saved {
-    /// Whether the prompt did not exist before.
-    pub created: bool,
-    /// The new entity tag.
-    pub etag: String,
-}
-
-/// Prompts by name, and their history.
-pub trait PromptStore: Send + Sync {
-    /// The live version of a prompt.
-    fn get(&self, name: &str) -> Option<Arc<Prompt>>;
-    /// All live prompts, by name, with when each last changed (RFC 3339).
-    fn list(&self) -> Vec<(Arc<Prompt>, String)>;
-    /// Files that failed to load, with the reason.
-    fn broken(&self) -> Vec<(String, String)>;
-    /// Validates and saves a prompt; `if_match` must name the live version.
-    fn save(&self, name: &str, text: &str, if_match: Option<&str>) -> Result<Saved, StoreError>;
-    /// Deletes a prompt, keeping it in history.
-    fn delete(&self, name: &str, if_match: Option<&str>) -> Result<(), StoreError>;
-    /// Earlier versions, newest first.
-    fn history(&self, name: &str) -> Result<Vec<Version>, StoreError>;
-    /// Makes an earlier version current.
-    fn rollback(&self, name: &str, version: &str) -> Result<Saved, StoreError>;
-    /// Looks at the backing storage again.
-    fn refresh(&self);
-}
+use super::spec::{Prompt, valid_name};
+use super::{PromptStore, Saved, StoreError, Version, rfc3339};
 
 #[derive(Default)]
 struct Entry {
@@ -353,7 +291,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), StoreError> {
 
 /// The millisecond prefix of a new history version: now, but always after the
 /// newest existing version (two saves in one millisecond, or a clock set back).
-pub(super) fn version_millis(newest: Option<u64>, now: u64) -> u64 {
+pub(crate) fn version_millis(newest: Option<u64>, now: u64) -> u64 {
     newest.map_or(now, |newest| now.max(newest + 1))
 }
 
@@ -372,8 +310,3 @@ fn now_rfc3339() -> String {
     rfc3339(now_millis())
 }
 
-/// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
-pub fn rfc3339(millis: u64) -> String {
-    let when = UNIX_EPOCH + std::time::Duration::from_millis(millis);
-    humantime::format_rfc3339_millis(when).to_string()
-}
