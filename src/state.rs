@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::{self, Budget, RetryBudget, SharedBudget};
-use crate::completion::{Completion, Engine, Guards, Job, Progress};
+use crate::completion::{Completion, CompletionRoute, Job, Progress, SharedUpstreams, UpstreamGuards};
 use crate::config::Config;
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
@@ -28,7 +28,7 @@ pub struct AppState {
     /// The validated configuration.
     pub config: Arc<Config>,
     /// Upstreams, limits and metrics shared by all completions.
-    pub engine: Arc<Engine>,
+    pub upstreams: Arc<SharedUpstreams>,
     /// The live prompts.
     pub prompts: Arc<dyn PromptStore>,
     /// The app's metrics.
@@ -75,14 +75,14 @@ impl AppState {
                 } else {
                     Arc::new(Mutex::new(RetryBudget::new(config.retry_budget)))
                 };
-                Guards {
+                UpstreamGuards {
                     breaker: breakers
                         .then(|| Mutex::new(Breaker::new(config.breaker_settings, now))),
                     budget,
                 }
             })
             .collect();
-        let engine = Engine {
+        let shared = SharedUpstreams {
             upstreams,
             guards,
             idle_timeout: config.idle_timeout,
@@ -92,7 +92,7 @@ impl AppState {
             queue_timeout: config.queue_timeout,
             metrics: metrics.clone(),
         };
-        let engine = Arc::new(engine);
+        let shared = Arc::new(shared);
         let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
         {
             Some(redis) => {
@@ -114,7 +114,7 @@ impl AppState {
         };
         Ok(AppState {
             config: Arc::new(config),
-            engine,
+            upstreams: shared,
             prompts,
             metrics,
             idempotency,
@@ -155,7 +155,7 @@ impl AppState {
             deadline: Deadline::after(arrived, budget),
             output: task.map(|t| t.output),
             request_id: request_id.to_string(),
-            task: task.map(|t| t.name.clone()),
+            route: task.map_or(CompletionRoute::Chat, |t| CompletionRoute::Task(t.name.clone())),
             wants_meta: true,
             model: model.to_owned(),
         }
@@ -163,7 +163,7 @@ impl AppState {
 
     /// Starts a completion; it runs as its stream is polled.
     pub fn complete(&self, job: Job) -> impl Stream<Item = Progress> + Send + 'static {
-        Completion::new(self.engine.clone(), job).into_stream()
+        Completion::new(self.upstreams.clone(), job).into_stream()
     }
 }
 

@@ -1,92 +1,93 @@
-//! What the loop does when an attempt fails: count and log it, ask the pure policy
-//! whether and when to retry, and pick the upstream the retry goes to.
+//! What the loop does when an attempt fails: classify it once, count it, let the
+//! pure policy decide whether and when to retry (told where the retry would go and
+//! whether that upstream's budget has room), and move on.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::route::Next;
 use super::{Completion, Phase, Progress};
 use crate::breaker::Counted;
-use crate::failure::{AttemptFailure, FailureKind};
-use crate::retry::{Decision, Failed, FailureClass};
+use crate::failure::{AttemptFailure, Classified, Outcome};
+use crate::retry::{Decision, Failed, FailureClass, GiveUp};
+use crate::upstream::order::Next;
 
 impl Completion {
     pub(super) fn on_failure(&mut self, failure: AttemptFailure) -> Progress {
         let output_began = matches!(&self.phase, Phase::Streaming(a) if a.output_began());
-        let class = failure.class(output_began, &self.engine.busy_keywords);
-        let outcome = failure.outcome(class);
-        let counted = match (outcome, &failure.kind) {
-            (_, FailureKind::InvalidOutput(_)) | ("rejected" | "deadline", _) => Counted::Neither,
-            _ => Counted::Failure,
-        };
-        self.count_attempt(outcome, counted);
+        let classified = failure.classify(output_began, &self.shared.busy_keywords);
+        self.count_attempt(classified.outcome, classified.counted);
         let now = Instant::now();
-        // A TLS failure is never retried on that upstream; another one not tried
-        // yet is tried at once.
-        let untrusted = matches!(failure.kind, FailureKind::Tls(_));
-        let engine = &self.engine;
-        let next = self.route.as_mut().and_then(|route| {
-            route.remember_retry_after(failure.retry_after);
-            if untrusted {
-                route.distrust();
-            }
-            route.next(engine, false, now)
+        let next = self.order.as_mut().and_then(|order| {
+            order.note_failure(failure.retry_after, classified.class == FailureClass::NotHere);
+            order.next(false, |index| self.shared.usable(index, now))
         });
-        let decision = match next {
-            None => Decision::GiveUp,
-            Some(next) if untrusted => {
-                let may = next.untried && self.attempt < self.job.policy.max_attempts;
-                match may && now < self.job.deadline.at {
-                    true => Decision::RetryNow,
-                    false => Decision::GiveUp,
+        let failed = Failed {
+            attempt: self.attempt,
+            class: classified.class,
+            output_began,
+            next: next.map(|next| next.upstream),
+            budget_has_room: true,
+        };
+        let (policy, deadline) = (&self.job.policy, self.job.deadline);
+        let decision = self.shared.decide_retry(next, now, |budget_has_room| {
+            let failed = Failed {
+                budget_has_room,
+                ..failed
+            };
+            policy.decide(failed, now, deadline, rand::random::<f64>())
+        });
+        match (decision, next) {
+            (Decision::Retry { wait }, Some(next)) => {
+                self.retry(failure, classified, next, wait, output_began, now)
+            }
+            (decision, next) => {
+                let throttled = decision == Decision::GiveUp(GiveUp::Throttled);
+                if let Some(next) = next.filter(|_| throttled) {
+                    let upstream = &self.shared.upstreams[next.index].name;
+                    self.shared.metrics.retry_throttled(upstream);
                 }
+                self.give_up(failure, classified, throttled)
             }
-            Some(next) => {
-                let failed = Failed {
-                    attempt: self.attempt,
-                    class,
-                    output_began,
-                    retry_after: next.retry_after,
-                    fallback: next.untried,
-                };
-                let draw = rand::random::<f64>();
-                self.job.policy.decide(failed, now, self.job.deadline, draw)
-            }
-        };
-        let reason = match class {
-            FailureClass::Busy => "busy",
-            FailureClass::NotStarted => "not_started",
-            FailureClass::Other | FailureClass::Final => "failed",
-        };
-        let wait = match decision {
-            Decision::Wait(wait) => wait,
-            Decision::RetryNow | Decision::GiveUp => Duration::ZERO,
-        };
-        // A retry to an upstream this request called before spends its budget; a
-        // fallback is a first attempt and needs none.
-        let next = next.filter(|_| decision != Decision::GiveUp);
-        let throttled = next.is_some_and(|next| {
-            !next.untried && !self.engine.try_retry(self.upstream_index_at(next), now)
-        });
-        let Some(next) = next.filter(|_| !throttled) else {
-            self.log_attempt(outcome, Some(&failure.kind), None, throttled);
-            self.phase = Phase::Over;
-            let hint = self.job.policy.backoff(self.attempt);
-            return Progress::Failed(failure.into_api_error(class, self.attempt, hint));
-        };
-        self.log_attempt(outcome, Some(&failure.kind), Some(wait), false);
+        }
+    }
+
+    /// The request ends with this failure's own error
+    /// (`throttled`: the retry's budget refused it).
+    fn give_up(
+        &mut self,
+        failure: AttemptFailure,
+        classified: Classified,
+        throttled: bool,
+    ) -> Progress {
+        self.log_attempt(classified.outcome, Some(&failure.kind), None, throttled);
+        self.phase = Phase::Over;
+        let hint = self.job.policy.backoff(self.attempt);
+        Progress::Failed(failure.into_error(classified, self.attempt, hint))
+    }
+
+    /// Another attempt follows, on `next`'s upstream, after `wait`.
+    fn retry(
+        &mut self,
+        failure: AttemptFailure,
+        classified: Classified,
+        next: Next,
+        wait: Duration,
+        output_began: bool,
+        now: Instant,
+    ) -> Progress {
+        self.log_attempt(classified.outcome, Some(&failure.kind), Some(wait), false);
         // Kept until the next attempt starts: if no upstream will take it then,
         // the request ends with this failure's own code.
-        self.last_failure = Some((failure, class));
-        self.engine.metrics.retry(reason);
+        self.last_failure = Some((failure, classified));
+        self.shared.metrics.retry(classified.reason);
         let from = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
-        if let Some(route) = self.route.as_mut() {
-            route.move_to(next);
+        if let Some(order) = self.order.as_mut() {
+            order.move_to(next);
         }
         let to = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
         if from != to {
-            self.engine.metrics.fallback(&from, &to);
+            self.shared.metrics.fallback(&from, &to);
         }
         self.phase = Phase::Waiting {
             since: now,
@@ -94,7 +95,7 @@ impl Completion {
         };
         Progress::Retry {
             attempt: self.attempt,
-            reason,
+            reason: classified.reason,
             wait,
             output_began,
             upstream: to,
@@ -102,21 +103,14 @@ impl Completion {
     }
 
     /// Counts an ended attempt by outcome and upstream, and tells its breaker.
-    pub(super) fn count_attempt(&mut self, outcome: &str, counted: Counted) {
-        let Some(index) = self.route.as_ref().map(|route| route.current()) else {
+    pub(super) fn count_attempt(&mut self, outcome: Outcome, counted: Counted) {
+        let Some(index) = self.order.as_ref().map(|order| order.current()) else {
             return;
         };
-        self.engine
+        self.shared
             .metrics
-            .attempt(outcome, &self.engine.upstreams[index].name);
+            .attempt(outcome, &self.shared.upstreams[index].name);
         let probe = std::mem::take(&mut self.probe);
-        self.engine.record(index, counted, probe, Instant::now());
-    }
-
-    /// The upstream index the `next` attempt would go to.
-    fn upstream_index_at(&self, next: Next) -> usize {
-        self.route
-            .as_ref()
-            .map_or(0, |route| route.index_at(next.position))
+        self.shared.record(index, counted, probe, Instant::now());
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Completion, Phase};
-use crate::failure::FailureKind;
+use crate::failure::{FailureKind, Outcome};
 
 impl Completion {
     /// Back-off time actually spent: whole waits, and the part of the current one
@@ -22,7 +22,7 @@ impl Completion {
     /// `wait_ms`, or `stop`).
     pub(super) fn log_attempt(
         &self,
-        outcome: &str,
+        outcome: Outcome,
         failure: Option<&FailureKind>,
         retry_in: Option<Duration>,
         throttled: bool,
@@ -30,18 +30,20 @@ impl Completion {
         let decision = if retry_in.is_some() { "retry" } else { "stop" };
         let (reason, detail) = match failure {
             Some(kind) => (Some(kind.reason()), Some(kind.detail())),
-            None if outcome == "cancelled" => (Some("cancelled"), Some("the client went away")),
+            None if outcome == Outcome::Cancelled => {
+                (Some("cancelled"), Some("the client went away"))
+            }
             None => (None, None),
         };
         let upstream = self.upstream().map(|u| u.name.as_str());
         tracing::info!(
             request_id = %self.job.request_id,
-            route = self.job.route(),
-            task = self.job.task.as_deref(),
+            route = self.job.route.path(),
+            task = self.job.route.task(),
             upstream,
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
-            outcome,
+            outcome = outcome.name(),
             decision,
             wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
             reason,
@@ -56,8 +58,8 @@ impl Completion {
     pub(super) fn log_request(&self, outcome: &str) {
         tracing::info!(
             request_id = %self.job.request_id,
-            route = self.job.route(),
-            task = self.job.task.as_deref(),
+            route = self.job.route.path(),
+            task = self.job.route.task(),
             attempt = self.attempt,
             elapsed_ms = self.elapsed_ms(),
             deadline_ms = (self.job.deadline.at - self.job.deadline.started).as_millis() as u64,

@@ -10,14 +10,15 @@
 
 pub mod answer;
 pub mod attempt;
-mod engine;
 mod failed;
+mod job;
 mod log;
 mod progress;
-mod route;
+mod shared;
 
-pub use engine::{Engine, Guards};
+pub use job::{CompletionRoute, Job};
 pub use progress::{Finished, Progress};
+pub use shared::{SharedUpstreams, UpstreamGuards};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
 use tokio::sync::OwnedSemaphorePermit;
@@ -33,46 +33,13 @@ use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 use self::answer::Answer;
 use self::attempt::{Attempt, Received, Timers};
-use self::route::{Route, with_model};
 use crate::breaker::{Admission, Counted};
 use crate::error::ApiError;
-use crate::failure::{AttemptFailure, FailureKind};
-use crate::normalize::{self, OutputKind};
+use crate::failure::{AttemptFailure, Classified, FailureKind, Outcome};
+use crate::normalize;
 use crate::ops::metrics::InflightGuard;
-use crate::retry::{Deadline, RetryPolicy};
 use crate::upstream::Upstream;
-
-/// One request to complete.
-pub struct Job {
-    /// The upstream request body, with `stream: true`.
-    pub body: Bytes,
-    /// The retry policy for this request.
-    pub policy: RetryPolicy,
-    /// The request's one deadline.
-    pub deadline: Deadline,
-    /// The task's output kind; `None` returns the text as it is.
-    pub output: Option<OutputKind>,
-    /// For logs: the request id.
-    pub request_id: String,
-    /// For logs: the task's name; `None` for the chat route.
-    pub task: Option<String>,
-    /// Whether to keep the upstream's completion id and model: a whole answer
-    /// reports them, while a relayed stream carries them in its own chunks.
-    pub wants_meta: bool,
-    /// The model sent upstream, for the token counts.
-    pub model: String,
-}
-
-impl Job {
-    /// The route the job came from, for logs.
-    fn route(&self) -> &'static str {
-        if self.task.is_some() {
-            "/v1/tasks/{name}"
-        } else {
-            "/v1/chat/completions"
-        }
-    }
-}
+use crate::upstream::order::UpstreamOrder;
 
 /// Where the loop is. Each phase holds what it waits on, and `poll_next` polls it
 /// in place: the per-chunk step (`Streaming`) builds and moves no future.
@@ -97,15 +64,15 @@ type QueueWait = BoxFuture<'static, Result<OwnedSemaphorePermit, ApiError>>;
 
 /// The state of one request's attempt loop.
 pub struct Completion {
-    engine: Arc<Engine>,
+    shared: Arc<SharedUpstreams>,
     job: Job,
     phase: Phase,
     /// The request's way through the upstreams, from its first attempt on.
-    route: Option<Route>,
+    order: Option<UpstreamOrder>,
     /// The current attempt is its upstream's half-open breaker probe.
     probe: bool,
-    /// The failure the pending retry follows, with its class.
-    last_failure: Option<(AttemptFailure, crate::retry::FailureClass)>,
+    /// The failure the pending retry follows, classified.
+    last_failure: Option<(AttemptFailure, Classified)>,
     attempt: u32,
     permit: Option<OwnedSemaphorePermit>,
     answer: Answer,
@@ -123,11 +90,11 @@ pub struct Completion {
 
 impl Completion {
     /// Prepares a completion; nothing happens until it is polled.
-    pub fn new(engine: Arc<Engine>, job: Job) -> Self {
+    pub fn new(shared: Arc<SharedUpstreams>, job: Job) -> Self {
         Completion {
             job,
             phase: Phase::Queued(None),
-            route: None,
+            order: None,
             probe: false,
             last_failure: None,
             attempt: 0,
@@ -137,8 +104,8 @@ impl Completion {
             sleep: None,
             queued: Duration::ZERO,
             waited: Duration::ZERO,
-            _inflight: engine.metrics.inflight(),
-            engine,
+            _inflight: shared.metrics.inflight(),
+            shared,
         }
     }
 
@@ -149,9 +116,9 @@ impl Completion {
 
     /// The wait for an in-flight slot, bounded by the queue timeout and the deadline.
     fn queue_wait(&self) -> QueueWait {
-        let limit = (Instant::now() + self.engine.queue_timeout).min(self.job.deadline.at);
-        let acquire = self.engine.inflight.clone().acquire_owned();
-        let (deadline, retry_after) = (self.job.deadline.at, self.engine.queue_timeout);
+        let limit = (Instant::now() + self.shared.queue_timeout).min(self.job.deadline.at);
+        let acquire = self.shared.inflight.clone().acquire_owned();
+        let (deadline, retry_after) = (self.job.deadline.at, self.shared.queue_timeout);
         Box::pin(async move {
             match timeout_at(limit, acquire).await {
                 Ok(Ok(permit)) => Ok(permit),
@@ -163,8 +130,8 @@ impl Completion {
 
     /// The current attempt's upstream (none before the first attempt).
     fn upstream(&self) -> Option<&Arc<Upstream>> {
-        let route = self.route.as_ref()?;
-        self.engine.upstreams.get(route.current())
+        let order = self.order.as_ref()?;
+        self.shared.upstreams.get(order.current())
     }
 
     /// The model sent to the current upstream: its own, or the request's.
@@ -176,60 +143,36 @@ impl Completion {
 
     fn start_attempt(&mut self) -> Progress {
         let now = Instant::now();
-        if self.route.is_none() {
-            match Route::start(&self.engine, rand::random::<f64>(), now) {
-                Some(route) => self.route = Some(route),
-                None => return self.on_refused(self.all_open(now)),
-            }
+        if self.order.is_none() {
+            let candidates = self.shared.candidates(now);
+            self.order = UpstreamOrder::start(&candidates, rand::random::<f64>());
         }
-        let Some(route) = self.route.as_mut() else {
-            return self.on_refused(self.all_open(now));
-        };
-        // The breaker has the last word: a half-open one admits one probe, and
-        // another request may have taken it since this one chose.
-        // Another upstream is taken instead only if this request has not called it
-        // yet (an immediate fallback, a first attempt for its budget).
-        let mut admitted = None;
-        for _ in 0..self.engine.upstreams.len() {
-            match self.engine.admit(route.current(), now) {
-                Admission::Pass => admitted = Some(false),
-                Admission::Probe => admitted = Some(true),
-                Admission::Refused => match route.next(&self.engine, true, now) {
-                    Some(next) if next.untried => {
-                        route.move_to(next);
-                        continue;
-                    }
-                    _ => break,
-                },
-            }
-            break;
-        }
-        let Some(probe) = admitted else {
+        let Some(probe) = self.admit(now) else {
             // No upstream for this attempt: a retry ends with the failure that
             // asked for it; a first attempt with every breaker open.
             let refused = match self.last_failure.take() {
-                Some((failure, class)) => {
+                Some((failure, classified)) => {
                     let hint = self.job.policy.backoff(self.attempt);
-                    failure.into_api_error(class, self.attempt, hint)
+                    failure.into_error(classified, self.attempt, hint)
                 }
                 None => self.all_open(now),
             };
             return self.on_refused(refused);
         };
         self.probe = probe;
-        if route.enter() {
-            self.engine.first_attempt(route.current(), now);
+        let Some(order) = self.order.as_mut() else {
+            return self.on_refused(self.all_open(now));
+        };
+        if order.enter() {
+            self.shared.first_attempt(order.current(), now);
         }
         self.attempt += 1;
         self.answer = Answer::default();
-        let upstream = self.engine.upstreams[route.current()].clone();
-        let body = match &upstream.model {
-            Some(model) if *model != self.job.model => with_model(&self.job.body, model),
-            _ => self.job.body.clone(),
-        };
+        let upstream = self.shared.upstreams[order.current()].clone();
+        let body = upstream.body_for(&self.job.body, &self.job.model);
         let timers = Timers {
-            idle: self.engine.idle_timeout,
-            first_output: self.engine.first_output_timeout,
+            idle: self.shared.idle_timeout,
+            first_output: self.shared.first_output_timeout,
             deadline: self.job.deadline,
         };
         let open = Attempt::open(upstream, body, timers, self.job.wants_meta);
@@ -237,10 +180,33 @@ impl Completion {
         Progress::Attempt(self.attempt)
     }
 
+    /// Asks the current upstream's breaker to admit the attempt: whether it is the
+    /// half-open probe, or `None` when no upstream admits it. A half-open breaker
+    /// admits one probe, and another request may have taken it since this one
+    /// chose; another upstream is taken instead only if this request has not called
+    /// it yet (an immediate fallback, a first attempt for its budget).
+    fn admit(&mut self, now: Instant) -> Option<bool> {
+        let order = self.order.as_mut()?;
+        for _ in 0..self.shared.upstreams.len() {
+            match self.shared.admit(order.current(), now) {
+                Admission::Pass => return Some(false),
+                Admission::Probe => return Some(true),
+                Admission::Refused => {
+                    let next = order.next(true, |index| self.shared.usable(index, now));
+                    match next {
+                        Some(next) if next.upstream.untried => order.move_to(next),
+                        _ => return None,
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// No upstream can be called: every breaker is open (or probing).
     fn all_open(&self, now: Instant) -> ApiError {
         ApiError::UpstreamBusy {
-            retry_after: self.engine.opens_again_in(now),
+            retry_after: self.shared.opens_again_in(now),
         }
     }
 
@@ -258,14 +224,14 @@ impl Completion {
         if let Some(usage) = &received.chunk.usage
             && let Some(upstream) = self.upstream()
         {
-            self.engine
+            self.shared
                 .metrics
                 .tokens(&upstream.name, self.model_sent(), usage);
         }
         if received.chunk.is_output() && !self.first_output_seen {
             self.first_output_seen = true;
             let elapsed = Instant::now() - self.job.deadline.started;
-            self.engine.metrics.first_output(elapsed);
+            self.shared.metrics.first_output(elapsed);
         }
         Progress::Chunk(received)
     }
@@ -283,8 +249,8 @@ impl Completion {
             },
         };
         let elapsed = Instant::now() - self.job.deadline.started;
-        self.log_attempt("ok", None, None, false);
-        self.count_attempt("ok", Counted::Success);
+        self.log_attempt(Outcome::Ok, None, None, false);
+        self.count_attempt(Outcome::Ok, Counted::Success);
         self.phase = Phase::Over;
         let answer = std::mem::take(&mut self.answer);
         let upstream = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
@@ -323,7 +289,7 @@ impl Stream for Completion {
                 Phase::Over => return Poll::Ready(None),
                 Phase::Queued(wait) => {
                     let permit = match wait {
-                        None => match this.engine.inflight.clone().try_acquire_owned() {
+                        None => match this.shared.inflight.clone().try_acquire_owned() {
                             Ok(permit) => Ok(permit),
                             Err(_) => {
                                 let waiting = (Instant::now(), this.queue_wait());
@@ -380,8 +346,8 @@ impl Stream for Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         if matches!(self.phase, Phase::Connecting(_) | Phase::Streaming(_)) {
-            self.count_attempt("cancelled", Counted::Neither);
-            self.log_attempt("cancelled", None, None, false);
+            self.count_attempt(Outcome::Cancelled, Counted::Neither);
+            self.log_attempt(Outcome::Cancelled, None, None, false);
         }
         if !matches!(self.phase, Phase::Over) {
             self.log_request("cancelled");

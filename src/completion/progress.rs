@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::attempt::Received;
 use crate::error::ApiError;
+use crate::failure::RetryReason;
 use crate::upstream::chunk::Meta;
 
 /// What happens, in order, as a request is completed.
@@ -20,8 +21,8 @@ pub enum Progress {
     Retry {
         /// The attempt that failed.
         attempt: u32,
-        /// `busy`, `not_started` or `failed`.
-        reason: &'static str,
+        /// Why the retry is made.
+        reason: RetryReason,
         /// How long until the next attempt.
         wait: Duration,
         /// Whether the failed attempt had produced output, which is now void.

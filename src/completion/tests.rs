@@ -14,7 +14,7 @@ use futures_util::{StreamExt, stream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, sleep};
 
-use super::{Completion, Engine, Guards, Job, Progress};
+use super::{Completion, CompletionRoute, Job, Progress, SharedUpstreams, UpstreamGuards};
 use crate::budget::{BudgetSettings, RetryBudget};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::error::ApiError;
@@ -104,9 +104,9 @@ async fn run(
     let transport = Arc::new(Scripted::default());
     transport.answers.lock().expect("lock").extend(answers);
     let upstream = Upstream::with_transport("fake", transport.clone(), Secret::default());
-    let engine = Engine {
+    let shared = SharedUpstreams {
         upstreams: vec![Arc::new(upstream)],
-        guards: vec![Guards {
+        guards: vec![UpstreamGuards {
             breaker: None,
             budget: Arc::new(std::sync::Mutex::new(RetryBudget::new(BudgetSettings {
                 ratio: 0.2,
@@ -128,11 +128,11 @@ async fn run(
         deadline: Deadline::after(started, budget),
         output: None,
         request_id: "test".into(),
-        task: None,
+        route: CompletionRoute::Chat,
         wants_meta: true,
         model: "m".into(),
     };
-    let progress: Vec<Progress> = Completion::new(Arc::new(engine), job)
+    let progress: Vec<Progress> = Completion::new(Arc::new(shared), job)
         .into_stream()
         .collect()
         .await;
@@ -200,7 +200,7 @@ async fn thirty_silent_seconds_before_any_output_are_retried_like_busy() {
     assert!(matches!(
         &progress[1],
         Progress::Retry {
-            reason: "not_started",
+            reason: crate::failure::RetryReason::NotStarted,
             ..
         }
     ));

@@ -8,23 +8,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::failure::{Outcome, RetryReason};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-/// Attempt outcomes of the contract.
-const OUTCOMES: [&str; 7] = [
-    "ok",
-    "busy",
-    "not_started",
-    "failed",
-    "rejected",
-    "deadline",
-    "cancelled",
-];
-/// Retry reasons of the contract.
-const REASONS: [&str; 3] = ["busy", "not_started", "failed"];
 /// Histogram buckets in seconds: from a fast first token to a whole recipe.
 const BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
@@ -78,7 +67,8 @@ impl Metrics {
                 })
                 .collect::<Vec<_>>()
         };
-        let retries = labelled("ladle_retries_total", "reason", &REASONS);
+        let reasons = RetryReason::ALL.map(RetryReason::name);
+        let retries = labelled("ladle_retries_total", "reason", &reasons);
         let duration = recorder
             .register_histogram(&Key::from_name("ladle_request_duration_seconds"), &METADATA);
         let first_output = recorder.register_histogram(
@@ -109,8 +99,8 @@ impl Metrics {
     }
 
     /// Counts an ended attempt by outcome and upstream.
-    pub fn attempt(&self, outcome: &str, upstream: &str) {
-        self.with_upstream(upstream, |counters| count(counters, outcome));
+    pub fn attempt(&self, outcome: Outcome, upstream: &str) {
+        self.with_upstream(upstream, |counters| count(counters, outcome.name()));
     }
 
     /// Counts what an `Idempotency-Key` led to: `executed`, `replayed`, `joined`
@@ -199,16 +189,17 @@ impl Metrics {
         if let Some((_, counters)) = known.iter().find(|(name, _)| **name == *upstream) {
             return f(counters);
         }
-        let counters: Outcomes = OUTCOMES
+        let counters: Outcomes = Outcome::ALL
             .iter()
             .map(|outcome| {
+                let outcome = outcome.name();
                 let labels = vec![
-                    Label::new("outcome", *outcome),
+                    Label::new("outcome", outcome),
                     Label::new("upstream", upstream.to_owned()),
                 ];
                 let key = Key::from_parts("ladle_upstream_attempts_total", labels);
                 (
-                    *outcome,
+                    outcome,
                     self.inner.recorder.register_counter(&key, &METADATA),
                 )
             })
@@ -219,8 +210,8 @@ impl Metrics {
     }
 
     /// Counts a retry by reason.
-    pub fn retry(&self, reason: &str) {
-        count(&self.inner.retries, reason);
+    pub fn retry(&self, reason: RetryReason) {
+        count(&self.inner.retries, reason.name());
     }
 
     /// Counts the tokens of one usage report (`prompt_tokens`, `completion_tokens`).
@@ -380,7 +371,7 @@ mod tests {
     fn every_contract_series_is_rendered_from_the_start() {
         let metrics = Metrics::new();
         metrics.register_upstream("default");
-        metrics.attempt("busy", "default");
+        metrics.attempt(Outcome::Busy, "default");
         metrics.request("/healthz", 200, Duration::from_millis(3));
         let text = metrics.render();
         for series in [

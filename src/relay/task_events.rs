@@ -93,7 +93,7 @@ fn events_for(step: Progress, call: &TaskCall) -> Vec<Event> {
                 "retry",
                 &json!({
                     "attempt": attempt,
-                    "reason": reason,
+                    "reason": reason.name(),
                     "wait_ms": wait_ms,
                     "upstream": upstream,
                 }),

@@ -18,6 +18,9 @@ pub enum FailureClass {
     NotStarted,
     /// Something broke that one quick retry may fix, if it happened early.
     Other,
+    /// Never again on this upstream, but an upstream this request has not tried
+    /// is tried at once (its TLS cannot be trusted).
+    NotHere,
     /// Retrying cannot help (a 4xx, or the deadline passed).
     Final,
 }
@@ -25,12 +28,32 @@ pub enum FailureClass {
 /// What to do after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    /// Wait this long, then try again.
-    Wait(Duration),
-    /// Try again at once.
-    RetryNow,
+    /// Try again after `wait` (zero: at once).
+    Retry {
+        /// How long until the next attempt.
+        wait: Duration,
+    },
     /// Stop and report the failure.
-    GiveUp,
+    GiveUp(GiveUp),
+}
+
+/// Why the policy gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveUp {
+    /// The failure is final.
+    Final,
+    /// `MAX_ATTEMPTS` attempts were made.
+    OutOfAttempts,
+    /// The deadline passed, or the wait would leave less than `min_remaining`.
+    OutOfTime,
+    /// An other failure that was not attempt 1, or not early.
+    NotEarly,
+    /// The caller has seen output that a retry could not take back.
+    AfterOutput,
+    /// No upstream is usable for the retry.
+    NoUpstream,
+    /// The retry's upstream has no retry budget left.
+    Throttled,
 }
 
 /// The one budget a request has, fixed when it arrived and shared by every attempt,
@@ -88,12 +111,21 @@ pub struct Failed {
     pub class: FailureClass,
     /// Whether this attempt had produced output before it failed.
     pub output_began: bool,
-    /// What the next attempt's upstream asked for in `Retry-After` earlier in this
-    /// request, if anything.
+    /// The upstream a retry would go to; `None` when none is usable.
+    pub next: Option<NextUpstream>,
+    /// Whether that upstream's retry budget has room for one more retry (a
+    /// fallback to an untried upstream needs none).
+    pub budget_has_room: bool,
+}
+
+/// The upstream a retry would go to, as the policy needs to see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextUpstream {
+    /// This request has not called it yet: a fallback, made at once (the
+    /// min-remaining rule still applies) and a first attempt for its budget.
+    pub untried: bool,
+    /// What it asked for in `Retry-After` earlier in this request, if anything.
     pub retry_after: Option<Duration>,
-    /// The next attempt goes to an upstream this request has not tried yet: a
-    /// fallback, made at once (the min-remaining rule still applies).
-    pub fallback: bool,
 }
 
 impl RetryPolicy {
@@ -113,41 +145,51 @@ impl RetryPolicy {
     }
 
     /// Decides what follows a failed attempt, with `draw` (uniform in [0, 1)) for
-    /// the jitter. Pure: reads no clock, draws no number, never sleeps.
+    /// the jitter: the one place that decides whether and when to retry. Pure:
+    /// reads no clock, draws no number, never sleeps.
     pub fn decide(&self, failed: Failed, now: Instant, deadline: Deadline, draw: f64) -> Decision {
-        if failed.attempt >= self.max_attempts || now >= deadline.at {
-            return Decision::GiveUp;
+        if failed.attempt >= self.max_attempts {
+            return Decision::GiveUp(GiveUp::OutOfAttempts);
+        }
+        if now >= deadline.at {
+            return Decision::GiveUp(GiveUp::OutOfTime);
         }
         if failed.output_began && !self.retry_after_output {
-            return Decision::GiveUp;
+            return Decision::GiveUp(GiveUp::AfterOutput);
         }
-        match failed.class {
+        let Some(next) = failed.next else {
+            return Decision::GiveUp(GiveUp::NoUpstream);
+        };
+        let wait = match failed.class {
             FailureClass::Busy | FailureClass::NotStarted => {
                 // A `Retry-After` stays a lower bound; the min-remaining rule
                 // below judges the wait chosen.
-                let wait = if failed.fallback {
+                let wait = if next.untried {
                     Duration::ZERO
                 } else {
                     self.jittered_backoff(failed.attempt, draw)
-                        .max(failed.retry_after.unwrap_or_default())
+                        .max(next.retry_after.unwrap_or_default())
                 };
-                let left_after_wait = deadline.remaining(now).checked_sub(wait);
-                match left_after_wait {
-                    Some(left) if left >= self.min_remaining => Decision::Wait(wait),
-                    _ => Decision::GiveUp,
+                match deadline.remaining(now).checked_sub(wait) {
+                    Some(left) if left >= self.min_remaining => wait,
+                    _ => return Decision::GiveUp(GiveUp::OutOfTime),
                 }
             }
             FailureClass::Other => {
                 let early =
                     now.saturating_duration_since(deadline.started) <= self.early_retry_window;
-                if failed.attempt == 1 && early {
-                    Decision::RetryNow
-                } else {
-                    Decision::GiveUp
+                if failed.attempt != 1 || !early {
+                    return Decision::GiveUp(GiveUp::NotEarly);
                 }
+                Duration::ZERO
             }
-            FailureClass::Final => Decision::GiveUp,
+            FailureClass::NotHere if next.untried => Duration::ZERO,
+            FailureClass::NotHere | FailureClass::Final => return Decision::GiveUp(GiveUp::Final),
+        };
+        if !next.untried && !failed.budget_has_room {
+            return Decision::GiveUp(GiveUp::Throttled);
         }
+        Decision::Retry { wait }
     }
 }
 

@@ -23,38 +23,119 @@ fn decide(policy: RetryPolicy, failed: Failed, elapsed: Duration, budget: Durati
     policy.decide(failed, base + elapsed, Deadline::after(base, budget), 0.5)
 }
 
+/// A failure whose retry would go back to the same upstream, budget to spare.
 fn failed(attempt: u32, class: FailureClass) -> Failed {
     Failed {
         attempt,
         class,
         output_began: false,
-        retry_after: None,
-        fallback: false,
+        next: Some(again(None)),
+        budget_has_room: true,
     }
+}
+
+/// The upstream that failed, asked again (it sent `retry_after`, if any).
+fn again(retry_after: Option<Duration>) -> NextUpstream {
+    NextUpstream {
+        untried: false,
+        retry_after,
+    }
+}
+
+fn wait(wait: Duration) -> Decision {
+    Decision::Retry { wait }
+}
+
+const NOW: Decision = Decision::Retry {
+    wait: Duration::ZERO,
+};
+
+fn gave_up(why: GiveUp) -> Decision {
+    Decision::GiveUp(why)
 }
 
 #[test]
 fn a_fallback_is_made_at_once_but_only_with_min_remaining_left() {
     let fallback = Failed {
-        fallback: true,
-        retry_after: Some(60 * S),
+        next: Some(NextUpstream {
+            untried: true,
+            retry_after: Some(60 * S),
+        }),
+        budget_has_room: false,
         ..failed(1, FailureClass::Busy)
     };
     let policy = contract_defaults();
     assert_eq!(
         decide(policy, fallback, 10 * S, 120 * S),
-        Decision::Wait(Duration::ZERO)
+        NOW,
+        "a fallback needs no budget"
     );
     // 25 s left: less than the 30 s to keep, even with no wait.
-    assert_eq!(decide(policy, fallback, 95 * S, 120 * S), Decision::GiveUp);
+    assert_eq!(
+        decide(policy, fallback, 95 * S, 120 * S),
+        gave_up(GiveUp::OutOfTime)
+    );
     let last = Failed {
         attempt: 5,
         ..fallback
     };
     assert_eq!(
         decide(policy, last, 10 * S, 120 * S),
-        Decision::GiveUp,
+        gave_up(GiveUp::OutOfAttempts),
         "MAX_ATTEMPTS counts all"
+    );
+}
+
+#[test]
+fn a_retry_to_an_upstream_called_before_needs_its_budget() {
+    let policy = contract_defaults();
+    let spent = Failed {
+        budget_has_room: false,
+        ..failed(1, FailureClass::Busy)
+    };
+    assert_eq!(
+        decide(policy, spent, S, 120 * S),
+        gave_up(GiveUp::Throttled)
+    );
+    let other = Failed {
+        budget_has_room: false,
+        ..failed(1, FailureClass::Other)
+    };
+    assert_eq!(
+        decide(policy, other, S, 120 * S),
+        gave_up(GiveUp::Throttled)
+    );
+}
+
+#[test]
+fn no_usable_upstream_ends_the_request() {
+    let nowhere = Failed {
+        next: None,
+        ..failed(1, FailureClass::Busy)
+    };
+    assert_eq!(
+        decide(contract_defaults(), nowhere, S, 120 * S),
+        gave_up(GiveUp::NoUpstream)
+    );
+}
+
+#[test]
+fn an_untrusted_upstream_is_left_for_an_untried_one_at_once_only() {
+    let policy = contract_defaults();
+    let tls = failed(1, FailureClass::NotHere);
+    assert_eq!(decide(policy, tls, S, 120 * S), gave_up(GiveUp::Final));
+    let elsewhere = Failed {
+        next: Some(NextUpstream {
+            untried: true,
+            retry_after: None,
+        }),
+        ..tls
+    };
+    // No min-remaining rule: nothing was waited for.
+    assert_eq!(decide(policy, elsewhere, 100 * S, 120 * S), NOW);
+    assert_eq!(
+        decide(policy, elsewhere, 121 * S, 120 * S),
+        gave_up(GiveUp::OutOfTime)
     );
 }
 
@@ -73,11 +154,11 @@ fn backoff_follows_the_contract_sequence() {
 #[test]
 fn busy_and_not_started_wait_for_the_backoff() {
     let table = [
-        (1, FailureClass::Busy, Decision::Wait(2 * S)),
-        (2, FailureClass::Busy, Decision::Wait(4 * S)),
-        (3, FailureClass::NotStarted, Decision::Wait(8 * S)),
-        (4, FailureClass::NotStarted, Decision::Wait(10 * S)),
-        (5, FailureClass::Busy, Decision::GiveUp),
+        (1, FailureClass::Busy, wait(2 * S)),
+        (2, FailureClass::Busy, wait(4 * S)),
+        (3, FailureClass::NotStarted, wait(8 * S)),
+        (4, FailureClass::NotStarted, wait(10 * S)),
+        (5, FailureClass::Busy, gave_up(GiveUp::OutOfAttempts)),
     ];
     for (attempt, class, expected) in table {
         let got = decide(contract_defaults(), failed(attempt, class), 5 * S, 120 * S);
@@ -94,7 +175,7 @@ fn busy_retry_gives_up_when_the_wait_would_leave_too_little_time() {
         85 * S,
         120 * S,
     );
-    assert_eq!(ok, Decision::Wait(2 * S));
+    assert_eq!(ok, wait(2 * S));
     // 89 s gone: 29 s left after the wait < 30 s → give up now.
     let late = decide(
         contract_defaults(),
@@ -102,7 +183,7 @@ fn busy_retry_gives_up_when_the_wait_would_leave_too_little_time() {
         89 * S,
         120 * S,
     );
-    assert_eq!(late, Decision::GiveUp);
+    assert_eq!(late, gave_up(GiveUp::OutOfTime));
     // Exactly the minimum left is still enough.
     let edge = decide(
         contract_defaults(),
@@ -110,36 +191,36 @@ fn busy_retry_gives_up_when_the_wait_would_leave_too_little_time() {
         88 * S,
         120 * S,
     );
-    assert_eq!(edge, Decision::Wait(2 * S));
+    assert_eq!(edge, wait(2 * S));
 }
 
 #[test]
 fn retry_after_longer_than_the_backoff_is_honoured_and_counted_against_the_deadline() {
     let mut busy = failed(1, FailureClass::Busy);
-    busy.retry_after = Some(7 * S);
+    busy.next = Some(again(Some(7 * S)));
     assert_eq!(
         decide(contract_defaults(), busy, S, 120 * S),
-        Decision::Wait(7 * S)
+        wait(7 * S)
     );
-    busy.retry_after = Some(100 * S);
+    busy.next = Some(again(Some(100 * S)));
     assert_eq!(
         decide(contract_defaults(), busy, S, 120 * S),
-        Decision::GiveUp
+        gave_up(GiveUp::OutOfTime)
     );
-    busy.retry_after = Some(S);
+    busy.next = Some(again(Some(S)));
     assert_eq!(
         decide(contract_defaults(), busy, S, 120 * S),
-        Decision::Wait(2 * S)
+        wait(2 * S)
     );
 }
 
 #[test]
 fn other_failures_are_retried_once_and_only_early() {
     let table = [
-        (1, 5 * S, Decision::RetryNow),
-        (1, 20 * S, Decision::RetryNow),
-        (1, 21 * S, Decision::GiveUp),
-        (2, 5 * S, Decision::GiveUp),
+        (1, 5 * S, NOW),
+        (1, 20 * S, NOW),
+        (1, 21 * S, gave_up(GiveUp::NotEarly)),
+        (2, 5 * S, gave_up(GiveUp::NotEarly)),
     ];
     for (attempt, elapsed, expected) in table {
         let got = decide(
@@ -157,10 +238,10 @@ fn final_failures_and_a_passed_deadline_are_never_retried() {
     let policy = contract_defaults();
     assert_eq!(
         decide(policy, failed(1, FailureClass::Final), S, 120 * S),
-        Decision::GiveUp
+        gave_up(GiveUp::Final)
     );
     let busy_after_deadline = decide(policy, failed(1, FailureClass::Busy), 121 * S, 120 * S);
-    assert_eq!(busy_after_deadline, Decision::GiveUp);
+    assert_eq!(busy_after_deadline, gave_up(GiveUp::OutOfTime));
 }
 
 #[test]
@@ -171,9 +252,12 @@ fn a_committed_stream_never_retries_after_output() {
     };
     let mut broke = failed(1, FailureClass::Other);
     broke.output_began = true;
-    assert_eq!(decide(policy, broke, S, 120 * S), Decision::GiveUp);
+    assert_eq!(
+        decide(policy, broke, S, 120 * S),
+        gave_up(GiveUp::AfterOutput)
+    );
     broke.output_began = false;
-    assert_eq!(decide(policy, broke, S, 120 * S), Decision::RetryNow);
+    assert_eq!(decide(policy, broke, S, 120 * S), NOW);
 }
 
 #[test]
@@ -182,19 +266,19 @@ fn jitter_spreads_a_back_off_but_retry_after_stays_a_floor() {
         jitter: 0.5,
         ..contract_defaults()
     };
-    let wait = |draw, retry_after: Option<Duration>| {
+    let decided = |draw, retry_after: Option<Duration>| {
         let base = Instant::now();
         let busy = Failed {
-            retry_after,
+            next: Some(again(retry_after)),
             ..failed(2, FailureClass::Busy)
         };
         policy.decide(busy, base, Deadline::after(base, 120 * S), draw)
     };
     // Attempt 2: 4 s × [0.5, 1.5].
-    assert_eq!(wait(0.0, None), Decision::Wait(2 * S));
-    assert_eq!(wait(0.5, None), Decision::Wait(4 * S));
-    assert_eq!(wait(0.75, None), Decision::Wait(5 * S));
-    assert_eq!(wait(0.0, Some(3 * S)), Decision::Wait(3 * S));
+    assert_eq!(decided(0.0, None), wait(2 * S));
+    assert_eq!(decided(0.5, None), wait(4 * S));
+    assert_eq!(decided(0.75, None), wait(5 * S));
+    assert_eq!(decided(0.0, Some(3 * S)), wait(3 * S));
     let exact = contract_defaults();
     assert_eq!(
         exact.jittered_backoff(3, 0.99),
@@ -217,8 +301,8 @@ fn the_min_remaining_rule_judges_the_jittered_wait() {
         };
         policy.decide(failed(3, FailureClass::Busy), at, deadline, draw)
     };
-    assert_eq!(with(0.5, 1.0), Decision::Wait(12 * S));
-    assert_eq!(with(1.0, 1.0), Decision::GiveUp);
+    assert_eq!(with(0.5, 1.0), wait(12 * S));
+    assert_eq!(with(1.0, 1.0), gave_up(GiveUp::OutOfTime));
 }
 
 proptest::proptest! {

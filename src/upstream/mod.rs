@@ -115,6 +115,16 @@ impl Upstream {
             .map_err(|failure| failure.map_text(|text| self.scrub(text)))
     }
 
+    /// The request body for this upstream: as given, or with `model` replaced by
+    /// the upstream's own (a configuration choice, rare: it parses and writes the
+    /// body anew).
+    pub fn body_for(&self, body: &Bytes, model: &str) -> Bytes {
+        match &self.model {
+            Some(own) if own != model => with_model(body, own),
+            _ => body.clone(),
+        }
+    }
+
     /// Removes the API key and the proxy's credentials from text that came from
     /// outside (upstreams sometimes echo the key they rejected), so it can be logged.
     pub fn scrub(&self, text: &str) -> String {
@@ -127,6 +137,16 @@ impl Upstream {
         }
         text
     }
+}
+
+/// The body with its `model` replaced.
+fn with_model(body: &Bytes, model: &str) -> Bytes {
+    let Ok(mut fields) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body)
+    else {
+        return body.clone();
+    };
+    fields.insert("model".into(), serde_json::Value::String(model.to_owned()));
+    serde_json::to_vec(&fields).map_or_else(|_| body.clone(), Bytes::from)
 }
 
 /// The user name and password of a proxy URL, as they might appear in a message.
@@ -170,6 +190,17 @@ fn retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_override_replaces_only_the_model() {
+        let body = Bytes::from_static(br#"{"model":"a","stream":true,"messages":[]}"#);
+        let changed: serde_json::Value =
+            serde_json::from_slice(&with_model(&body, "b")).expect("JSON");
+        assert_eq!(
+            changed,
+            serde_json::json!({"model": "b", "stream": true, "messages": []})
+        );
+    }
 
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {

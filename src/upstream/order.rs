@@ -1,7 +1,11 @@
-//! Which upstream an attempt goes to (contract 6.1), as pure functions: the order
-//! of one request, fixed when it starts, and the next usable upstream after the one
-//! that failed. Breaker state and randomness come in as arguments, so every rule is
-//! a unit test.
+//! Which upstream an attempt goes to (contract 6.1), pure: the order of one
+//! request, fixed when it starts, where the request is in it and what each upstream
+//! did in it, and the next usable upstream after the one that failed. Breaker state
+//! and randomness come in as arguments, so every rule is a unit test.
+
+use std::time::Duration;
+
+use crate::retry::NextUpstream;
 
 /// What the order needs to know of one upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +62,98 @@ pub fn next_after(order: &[usize], from: usize, usable: impl Fn(usize) -> bool) 
     (1..=order.len())
         .map(|step| (from + step) % order.len())
         .find(|&position| usable(order[position]))
+}
+
+/// One request's way through the upstreams.
+#[derive(Debug)]
+pub struct UpstreamOrder {
+    /// Upstream indexes, in the order of this request.
+    order: Vec<usize>,
+    /// Where in `order` the current (or next) attempt goes.
+    position: usize,
+    /// Per upstream index: what happened there in this request.
+    visits: Vec<Visit>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Visit {
+    tried: bool,
+    /// Never to be called again in this request (its TLS cannot be trusted).
+    excluded: bool,
+    /// The `Retry-After` it sent in this request, if it did.
+    retry_after: Option<Duration>,
+}
+
+/// Where the next attempt would go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Next {
+    /// Its position in the request's order.
+    pub position: usize,
+    /// Its upstream's index.
+    pub index: usize,
+    /// What the retry policy sees of it.
+    pub upstream: NextUpstream,
+}
+
+impl UpstreamOrder {
+    /// The order for a new request (`candidates` by upstream index); `None` when
+    /// no upstream is usable.
+    pub fn start(candidates: &[Candidate], draw: f64) -> Option<UpstreamOrder> {
+        let order = request_order(candidates, draw)?;
+        Some(UpstreamOrder {
+            visits: vec![Visit::default(); order.len()],
+            order,
+            position: 0,
+        })
+    }
+
+    /// The index of the current attempt's upstream.
+    pub fn current(&self) -> usize {
+        self.order[self.position]
+    }
+
+    /// Marks the current upstream as called by this request; whether this is the
+    /// first call to it (a first attempt, for its retry budget).
+    pub fn enter(&mut self) -> bool {
+        let current = self.current();
+        !std::mem::replace(&mut self.visits[current].tried, true)
+    }
+
+    /// Remembers how the current upstream's attempt failed: what it asked for in
+    /// `Retry-After`, and whether it may never be called again in this request.
+    pub fn note_failure(&mut self, retry_after: Option<Duration>, exclude: bool) {
+        let visit = &mut self.visits[self.order[self.position]];
+        if retry_after.is_some() {
+            visit.retry_after = retry_after;
+        }
+        visit.excluded |= exclude;
+    }
+
+    /// The next upstream that `usable` (by index) admits after the current one,
+    /// wrapping round to it, leaving out the excluded ones and, with
+    /// `leave_current`, the current one.
+    pub fn next(&self, leave_current: bool, usable: impl Fn(usize) -> bool) -> Option<Next> {
+        let current = self.current();
+        let position = next_after(&self.order, self.position, |index| {
+            let left_out = self.visits[index].excluded || (leave_current && index == current);
+            !left_out && usable(index)
+        })?;
+        let index = self.order[position];
+        let visit = self.visits[index];
+        Some(Next {
+            position,
+            index,
+            upstream: NextUpstream {
+                untried: !visit.tried,
+                retry_after: visit.retry_after.filter(|_| visit.tried),
+            },
+        })
+    }
+
+    /// The next attempt goes to `next`.
+    pub fn move_to(&mut self, next: Next) {
+        self.position = next.position;
+    }
 }
 
 #[cfg(test)]

@@ -1,15 +1,13 @@
 //! The one family of attempt failures: what happened to an attempt (the upstream
-//! client reports its own failures in it too), how that is classed for the retry
-//! policy, and which contract error the request gets when it gives up.
-//!
-//! The same failure is classed differently before and after output: an idle timeout
-//! before the model wrote a word is "not started" (worth waiting for), after it is
-//! "other" (the answer is half-written). That is why `class` takes `output_began`.
+//! client reports its own failures in it too). `classify` turns one into the one
+//! classified value that the retry policy, the breaker, metrics, events and logs
+//! all read, after linkerd2-proxy's `classify`.
+
+mod classify;
+
+pub use classify::{Classified, Outcome, RetryReason};
 
 use std::time::Duration;
-
-use crate::error::ApiError;
-use crate::retry::FailureClass;
 
 /// One failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,72 +57,6 @@ impl AttemptFailure {
         AttemptFailure {
             kind,
             retry_after: None,
-        }
-    }
-
-    /// How the retry policy treats this failure.
-    pub fn class(&self, output_began: bool, busy: &BusyKeywords) -> FailureClass {
-        use FailureClass::{Busy, Final, NotStarted, Other};
-        match &self.kind {
-            FailureKind::Status {
-                status: 503 | 429 | 529,
-                ..
-            } => Busy,
-            FailureKind::Status { message, .. } | FailureKind::ErrorChunk(message)
-                if busy.matches(message) =>
-            {
-                Busy
-            }
-            FailureKind::Status { status, .. } if (400..500).contains(status) && *status != 408 => {
-                Final
-            }
-            FailureKind::Status { .. } | FailureKind::ErrorChunk(_) => Other,
-            FailureKind::Connect(_) | FailureKind::FirstOutputTimeout => NotStarted,
-            FailureKind::Tls(_) => Final,
-            FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly
-                if !output_began =>
-            {
-                NotStarted
-            }
-            FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly => Other,
-            FailureKind::Protocol(_) | FailureKind::InvalidOutput(_) => Other,
-            FailureKind::Deadline => Final,
-        }
-    }
-
-    /// The metrics/log outcome of the attempt.
-    pub fn outcome(&self, class: FailureClass) -> &'static str {
-        match (class, &self.kind) {
-            (_, FailureKind::Deadline) => "deadline",
-            (_, FailureKind::Tls(_)) => "failed",
-            (FailureClass::Busy, _) => "busy",
-            (FailureClass::NotStarted, _) => "not_started",
-            (FailureClass::Final, _) => "rejected",
-            (FailureClass::Other, _) => "failed",
-        }
-    }
-
-    /// The error the request ends with when it gives up after this failure.
-    pub fn into_api_error(
-        self,
-        class: FailureClass,
-        attempts: u32,
-        retry_after: Duration,
-    ) -> ApiError {
-        match (class, self.kind) {
-            (_, FailureKind::Deadline) => ApiError::DeadlineExceeded,
-            (FailureClass::Busy, _) => ApiError::UpstreamBusy {
-                retry_after: self.retry_after.unwrap_or(retry_after),
-            },
-            (FailureClass::NotStarted, _) => ApiError::UpstreamTimeout,
-            (_, FailureKind::Tls(why)) => ApiError::UpstreamTls(why),
-            (FailureClass::Final, FailureKind::Status { status, .. }) => {
-                ApiError::UpstreamRejected(status)
-            }
-            (_, FailureKind::InvalidOutput(why)) => ApiError::InvalidOutput(why),
-            (_, kind) => {
-                ApiError::UpstreamFailed(format!("{} after {attempts} attempt(s)", kind.summary()))
-            }
         }
     }
 }
@@ -231,10 +163,11 @@ impl BusyKeywords {
 mod tests {
     use super::*;
     use crate::config::DEFAULT_BUSY_KEYWORDS;
-    use FailureClass::{Busy, Final, NotStarted, Other};
+    use crate::retry::FailureClass::{self, Busy, Final, NotHere, NotStarted, Other};
 
     fn class(kind: FailureKind, output_began: bool) -> FailureClass {
-        AttemptFailure::new(kind).class(output_began, &BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS))
+        let busy = BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS);
+        AttemptFailure::new(kind).classify(output_began, &busy).class
     }
 
     fn status(status: u16, message: &str) -> FailureKind {
@@ -250,7 +183,7 @@ mod tests {
             (status(503, ""), false, Busy),
             (status(429, ""), false, Busy),
             (status(529, ""), false, Busy),
-            (FailureKind::Tls("UnknownIssuer".into()), false, Final),
+            (FailureKind::Tls("UnknownIssuer".into()), false, NotHere),
             (status(500, "当前模型访问量较大，请稍后重试"), false, Busy),
             (
                 FailureKind::ErrorChunk("Model overloaded".into()),
@@ -296,9 +229,9 @@ mod tests {
     fn giving_up_maps_each_class_to_its_contract_code() {
         let give_up = |kind: FailureKind, output_began| {
             let failure = AttemptFailure::new(kind);
-            let class = failure.class(output_began, &BusyKeywords::parse("busy"));
+            let classified = failure.classify(output_began, &BusyKeywords::parse("busy"));
             failure
-                .into_api_error(class, 2, Duration::from_secs(4))
+                .into_error(classified, 2, Duration::from_secs(4))
                 .code()
         };
         assert_eq!(give_up(status(503, ""), false), "upstream_busy");

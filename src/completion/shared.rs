@@ -1,5 +1,5 @@
 //! What every completion shares: the upstreams with their breakers and retry
-//! budgets, the in-flight limit and the metrics. The breaker and the budget are
+//! budgets, the in-flight limit, the attempt timeouts and the metrics. The breaker and the budget are
 //! pure state machines; this is where they meet the clock, the locks, the metrics
 //! and the log.
 
@@ -13,14 +13,16 @@ use crate::breaker::{Admission, Breaker, Counted, Transition};
 use crate::budget::Budget;
 use crate::failure::BusyKeywords;
 use crate::ops::metrics::Metrics;
+use crate::retry::Decision;
 use crate::upstream::Upstream;
+use crate::upstream::order::{Candidate, Next};
 
 /// What every completion shares.
-pub struct Engine {
+pub struct SharedUpstreams {
     /// Every upstream, in listing order.
     pub upstreams: Vec<Arc<Upstream>>,
     /// Per upstream (same index): its breaker, if breakers apply, and its budget.
-    pub guards: Vec<Guards>,
+    pub guards: Vec<UpstreamGuards>,
     /// Longest wait for the upstream's next event.
     pub idle_timeout: Duration,
     /// Longest time from an attempt's start to its first output, if any.
@@ -36,7 +38,7 @@ pub struct Engine {
 }
 
 /// One upstream's shared state.
-pub struct Guards {
+pub struct UpstreamGuards {
     /// Its circuit breaker (per replica), when breakers apply.
     pub breaker: Option<Mutex<Breaker>>,
     /// Its retry budget (this replica's, or shared with the fleet).
@@ -51,7 +53,7 @@ fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl Engine {
+impl SharedUpstreams {
     /// Whether upstream `index` may be picked at `now`.
     pub fn usable(&self, index: usize, now: Instant) -> bool {
         let Some(breaker) = &self.guards[index].breaker else {
@@ -92,23 +94,43 @@ impl Engine {
             .unwrap_or_default()
     }
 
+    /// What the order of a new request needs to know of each upstream at `now`.
+    pub fn candidates(&self, now: Instant) -> Vec<Candidate> {
+        self.upstreams
+            .iter()
+            .enumerate()
+            .map(|(index, u)| Candidate {
+                priority: u.priority,
+                weight: u.weight,
+                usable: self.usable(index, now),
+            })
+            .collect()
+    }
+
     /// A first attempt to upstream `index`: it earns retries.
     pub fn first_attempt(&self, index: usize, now: Instant) {
         lock(&self.guards[index].budget).deposit(now);
     }
 
-    /// Whether a retry to upstream `index` fits its budget (and counts it if so).
-    pub fn try_retry(&self, index: usize, now: Instant) -> bool {
-        let mut budget = lock(&self.guards[index].budget);
-        let allowed = budget.has_room(now);
-        if allowed {
+    /// Runs the retry policy (`decide`, told whether the budget of `next`'s
+    /// upstream has room) under that budget's lock, and spends the budget when the
+    /// decision is a retry to an upstream this request called before: the check
+    /// and the spending are one step, however many requests decide at once.
+    pub fn decide_retry(
+        &self,
+        next: Option<Next>,
+        now: Instant,
+        decide: impl FnOnce(bool) -> Decision,
+    ) -> Decision {
+        let Some(next) = next.filter(|next| !next.upstream.untried) else {
+            return decide(true);
+        };
+        let mut budget = lock(&self.guards[next.index].budget);
+        let decision = decide(budget.has_room(now));
+        if let Decision::Retry { .. } = decision {
             budget.withdraw(now);
         }
-        drop(budget);
-        if !allowed {
-            self.metrics.retry_throttled(&self.upstreams[index].name);
-        }
-        allowed
+        decision
     }
 
     /// A breaker changed state: the gauge, the counter and one log line.
