@@ -11,12 +11,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
-use crate::server;
-use crate::state::AppState;
 use crate::config::{Config, ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::demo::{self, DemoOptions};
 use crate::ops::telemetry;
 use crate::prompts::{FileStore, PromptStore};
+use crate::server;
+use crate::state::AppState;
 use crate::state::build_upstreams;
 use crate::upstream::{self, ClientOptions};
 

@@ -34,6 +34,7 @@ pub mod normalize;
 pub mod ops;
 pub mod prompts;
 pub mod relay;
+pub mod request;
 pub mod retry;
 pub mod routes;
 pub mod server;

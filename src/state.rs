@@ -2,24 +2,19 @@
 //! the attempt loop.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::Stream;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::{self, Budget, RetryBudget, SharedBudget};
-use crate::completion::{Completion, CompletionRoute, Job, Progress, SharedUpstreams, UpstreamGuards};
+use crate::completion::{SharedUpstreams, UpstreamGuards};
 use crate::config::Config;
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
 use crate::ops::metrics::Metrics;
-use crate::ops::request_id::RequestId;
-use crate::prompts::{FileStore, Prompt, PromptStore, RedisPrompts};
-use crate::retry::{Deadline, RetryPolicy};
+use crate::prompts::{FileStore, PromptStore, RedisPrompts};
 use crate::upstream::{ClientOptions, Upstream};
 
 /// Everything a handler may use.
@@ -121,49 +116,6 @@ impl AppState {
             redis,
             background,
         })
-    }
-
-    /// A job for the attempt loop: the chat route's settings, or a task's own
-    /// deadline, reserve and output kind. The deadline runs from the request's arrival.
-    pub fn job(
-        &self,
-        arrived: Instant,
-        request_id: &RequestId,
-        body: Bytes,
-        model: &str,
-        task: Option<&Prompt>,
-        caller_timeout: Option<Duration>,
-    ) -> Job {
-        let config = &self.config;
-        let policy = RetryPolicy {
-            max_attempts: config.max_attempts,
-            backoff_base: config.backoff_base,
-            backoff_max: config.backoff_max,
-            early_retry_window: config.early_retry_window,
-            min_remaining: task
-                .and_then(|t| t.min_remaining)
-                .unwrap_or(config.min_remaining),
-            retry_after_output: true,
-            jitter: config.backoff_jitter,
-        };
-        // The caller's `X-Request-Timeout-Ms` shortens the budget, never lengthens it.
-        let configured = task.and_then(|t| t.deadline).unwrap_or(config.deadline);
-        let budget = caller_timeout.map_or(configured, |asked| asked.min(configured));
-        Job {
-            body,
-            policy,
-            deadline: Deadline::after(arrived, budget),
-            output: task.map(|t| t.output),
-            request_id: request_id.to_string(),
-            route: task.map_or(CompletionRoute::Chat, |t| CompletionRoute::Task(t.name.clone())),
-            wants_meta: true,
-            model: model.to_owned(),
-        }
-    }
-
-    /// Starts a completion; it runs as its stream is polled.
-    pub fn complete(&self, job: Job) -> impl Stream<Item = Progress> + Send + 'static {
-        Completion::new(self.upstreams.clone(), job).into_stream()
     }
 }
 

@@ -139,8 +139,8 @@ async fn round(
     let mut pipe = redis::pipe();
     for (name, budget) in budgets {
         let counts = lock(budget).take_unshared();
-        let buckets = (now + 1 - seconds..=now)
-            .map(|second| redis.key(&format!("budget:{name}:{second}")));
+        let buckets =
+            (now + 1 - seconds..=now).map(|second| redis.key(&format!("budget:{name}:{second}")));
         // EVAL, not EVALSHA: a pipeline cannot load a script Redis has lost.
         pipe.cmd("EVAL")
             .arg(SHARE)

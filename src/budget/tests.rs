@@ -54,8 +54,14 @@ fn the_window_slides() {
     let t0 = Instant::now();
     let mut budget = RetryBudget::new(settings(0.0, 1));
     assert!((0..10).all(|_| try_retry(&mut budget, t0)));
-    assert!(!try_retry(&mut budget, t0 + 5 * S), "ten in the window already");
-    assert!(try_retry(&mut budget, t0 + 10 * S), "the first ten are out of it");
+    assert!(
+        !try_retry(&mut budget, t0 + 5 * S),
+        "ten in the window already"
+    );
+    assert!(
+        try_retry(&mut budget, t0 + 10 * S),
+        "the first ten are out of it"
+    );
 }
 
 proptest! {

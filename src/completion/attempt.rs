@@ -33,9 +33,10 @@ const MAX_ERROR_TEXT: usize = 64 << 10;
 /// A data chunk as received, and what it says.
 #[derive(Debug)]
 pub struct Received {
-    /// The `data` payload exactly as the upstream sent it (or, for an upstream that
-    /// ignored `stream`, a chunk made from its answer).
-    pub raw: Bytes,
+    /// The `data` payload exactly as the upstream sent it; `None` for an upstream
+    /// that ignored `stream` (the relay writes a chunk from the answer if it needs
+    /// one).
+    pub raw: Option<Bytes>,
     /// The parsed chunk.
     pub chunk: Chunk,
 }
@@ -179,7 +180,7 @@ impl Attempt {
                     Ok(Parsed::Error(message)) => Err(AttemptFailure::new(
                         FailureKind::ErrorChunk(self.upstream.scrub(&message)),
                     )),
-                    Ok(Parsed::Chunk(chunk)) => Ok(Some(self.received(raw, chunk))),
+                    Ok(Parsed::Chunk(chunk)) => Ok(Some(self.received(Some(raw), chunk))),
                     Err(malformed) => Err(AttemptFailure::new(FailureKind::Protocol(
                         malformed.to_string(),
                     ))),
@@ -188,7 +189,7 @@ impl Attempt {
         }
     }
 
-    fn received(&mut self, raw: Bytes, chunk: Chunk) -> Received {
+    fn received(&mut self, raw: Option<Bytes>, chunk: Chunk) -> Received {
         self.output_began |= chunk.is_output();
         self.finished |= chunk.finish_reason.is_some();
         Received { raw, chunk }
@@ -238,8 +239,7 @@ impl Attempt {
         match parsed {
             Ok(Parsed::Chunk(mut chunk)) => {
                 chunk.finish_reason.get_or_insert_with(|| "stop".to_owned());
-                let raw = as_stream_chunk(&chunk);
-                Ok(Some(self.received(raw, chunk)))
+                Ok(Some(self.received(None, chunk)))
             }
             Ok(Parsed::Error(message)) => Err(AttemptFailure::new(FailureKind::ErrorChunk(
                 self.upstream.scrub(&message),
@@ -324,24 +324,4 @@ fn error_text(body: &[u8]) -> String {
         Ok(Parsed::Error(message)) => message,
         _ => String::from_utf8_lossy(body).into_owned(),
     }
-}
-
-/// An OpenAI stream chunk carrying a whole non-streaming answer.
-fn as_stream_chunk(chunk: &Chunk) -> Bytes {
-    let meta = chunk.meta.clone().unwrap_or_default();
-    let mut delta =
-        serde_json::json!({"role": "assistant", "content": chunk.content.as_deref().unwrap_or("")});
-    if let Some(reasoning) = &chunk.reasoning {
-        delta["reasoning_content"] = reasoning.as_str().into();
-    }
-    let mut body = serde_json::json!({
-        "id": meta.id,
-        "object": "chat.completion.chunk",
-        "model": meta.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": chunk.finish_reason}],
-    });
-    if let Some(usage) = &chunk.usage {
-        body["usage"] = serde_json::Value::clone(usage);
-    }
-    Bytes::from(body.to_string())
 }

@@ -19,7 +19,10 @@ impl Completion {
         self.count_attempt(classified.outcome, classified.counted);
         let now = Instant::now();
         let next = self.order.as_mut().and_then(|order| {
-            order.note_failure(failure.retry_after, classified.class == FailureClass::NotHere);
+            order.note_failure(
+                failure.retry_after,
+                classified.class == FailureClass::NotHere,
+            );
             order.next(false, |index| self.shared.usable(index, now))
         });
         let failed = Failed {

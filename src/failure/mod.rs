@@ -167,7 +167,9 @@ mod tests {
 
     fn class(kind: FailureKind, output_began: bool) -> FailureClass {
         let busy = BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS);
-        AttemptFailure::new(kind).classify(output_began, &busy).class
+        AttemptFailure::new(kind)
+            .classify(output_began, &busy)
+            .class
     }
 
     fn status(status: u16, message: &str) -> FailureKind {

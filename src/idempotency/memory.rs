@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Begin, IdempotencyStore, Limits, Outcome, RunSlot};
+use super::{IdempotencyStore, Limits, Lookup, Outcome, RunSlot};
 use crate::error::ApiError;
 
 /// The records, shared by every request of this process.
@@ -67,14 +67,14 @@ impl IdempotencyStore for MemoryStore {
         fingerprint: u64,
         now: Instant,
         _: Instant,
-    ) -> BoxFuture<'a, Begin> {
+    ) -> BoxFuture<'a, Lookup> {
         Box::pin(std::future::ready(self.begin_now(key, fingerprint, now)))
     }
 }
 
 impl MemoryStore {
     /// Looks `key` up, claiming it if unused: all in memory, so at once.
-    pub fn begin_now(&self, key: &str, fingerprint: u64, now: Instant) -> Begin {
+    pub fn begin_now(&self, key: &str, fingerprint: u64, now: Instant) -> Lookup {
         let mut records = lock(&self.records);
         match records.by_key.get(key) {
             Some(Record::Kept {
@@ -83,9 +83,9 @@ impl MemoryStore {
                 until,
             }) if *until > now => {
                 return if *kept == fingerprint {
-                    Begin::Kept(body.clone())
+                    Lookup::Kept(body.clone())
                 } else {
-                    Begin::Reused
+                    Lookup::Reused
                 };
             }
             Some(Record::Running {
@@ -94,10 +94,10 @@ impl MemoryStore {
                 ..
             }) => {
                 if *running != fingerprint {
-                    return Begin::Reused;
+                    return Lookup::Reused;
                 }
                 let mut waiting = outcome.subscribe();
-                return Begin::Wait(Box::pin(async move {
+                return Lookup::Wait(Box::pin(async move {
                     let outcome = waiting.wait_for(Option::is_some).await.ok()?;
                     outcome.clone()
                 }));
@@ -115,7 +115,7 @@ impl MemoryStore {
                 outcome: outcome.clone(),
             },
         );
-        Begin::Run(Box::new(Slot {
+        Lookup::Run(Box::new(Slot {
             records: self.records.clone(),
             limits: self.limits,
             key: key.to_owned(),
@@ -225,9 +225,9 @@ mod tests {
         })
     }
 
-    fn run(begin: Begin) -> Box<dyn RunSlot> {
+    fn run(begin: Lookup) -> Box<dyn RunSlot> {
         match begin {
-            Begin::Run(slot) => slot,
+            Lookup::Run(slot) => slot,
             _ => panic!("expected to run"),
         }
     }
@@ -239,11 +239,11 @@ mod tests {
         run(store.begin_now("k", 1, now))
             .succeed(Arc::new(Value::from("done")))
             .await;
-        assert!(matches!(store.begin_now("k", 1, now), Begin::Kept(body) if *body == "done"));
-        assert!(matches!(store.begin_now("k", 2, now), Begin::Reused));
+        assert!(matches!(store.begin_now("k", 1, now), Lookup::Kept(body) if *body == "done"));
+        assert!(matches!(store.begin_now("k", 2, now), Lookup::Reused));
         let later = now + Duration::from_secs(61);
         assert!(
-            matches!(store.begin_now("k", 2, later), Begin::Run(_)),
+            matches!(store.begin_now("k", 2, later), Lookup::Run(_)),
             "expired"
         );
     }
@@ -256,10 +256,10 @@ mod tests {
             .fail(ApiError::UpstreamTimeout, 2)
             .await;
         assert!(
-            matches!(store.begin_now("k", 1, now), Begin::Run(_)),
+            matches!(store.begin_now("k", 1, now), Lookup::Run(_)),
             "dropped at once"
         );
-        assert!(matches!(store.begin_now("k", 1, now), Begin::Run(_)));
+        assert!(matches!(store.begin_now("k", 1, now), Lookup::Run(_)));
     }
 
     #[tokio::test]
@@ -267,10 +267,10 @@ mod tests {
         let store = store(10);
         let now = Instant::now();
         let slot = run(store.begin_now("k", 1, now));
-        let Begin::Wait(waiting) = store.begin_now("k", 1, now) else {
+        let Lookup::Wait(waiting) = store.begin_now("k", 1, now) else {
             panic!("expected to wait");
         };
-        assert!(matches!(store.begin_now("k", 9, now), Begin::Reused));
+        assert!(matches!(store.begin_now("k", 9, now), Lookup::Reused));
         slot.succeed(Arc::new(Value::from(7))).await;
         let outcome = waiting.await.expect("an outcome");
         assert_eq!(*outcome.expect("a success"), 7);
@@ -289,10 +289,10 @@ mod tests {
             .succeed(Arc::new(Value::Null))
             .await;
         assert!(
-            matches!(store.begin_now("a", 1, later), Begin::Wait(_)),
+            matches!(store.begin_now("a", 1, later), Lookup::Wait(_)),
             "still running"
         );
-        assert!(matches!(store.begin_now("a", 2, later), Begin::Reused));
+        assert!(matches!(store.begin_now("a", 2, later), Lookup::Reused));
         drop(again);
     }
 
@@ -307,9 +307,9 @@ mod tests {
         }
         assert_eq!(store.kept(), 3);
         assert!(
-            matches!(store.begin_now("k0", 1, now), Begin::Run(_)),
+            matches!(store.begin_now("k0", 1, now), Lookup::Run(_)),
             "the oldest went"
         );
-        assert!(matches!(store.begin_now("k9", 1, now), Begin::Kept(_)));
+        assert!(matches!(store.begin_now("k9", 1, now), Lookup::Kept(_)));
     }
 }

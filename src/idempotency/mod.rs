@@ -27,7 +27,7 @@ use crate::error::ApiError;
 pub type Outcome = Result<Arc<Value>, (ApiError, u32)>;
 
 /// What a request with a key finds.
-pub enum Begin {
+pub enum Lookup {
     /// Nothing usable: this request runs, and reports through the slot.
     Run(Box<dyn RunSlot>),
     /// A kept success of the same request: answer with it, no upstream call.
@@ -63,7 +63,7 @@ pub trait IdempotencyStore: Send + Sync {
         fingerprint: u64,
         now: Instant,
         deadline: Instant,
-    ) -> BoxFuture<'a, Begin>;
+    ) -> BoxFuture<'a, Lookup>;
 }
 
 /// The longest key.

@@ -24,7 +24,7 @@ use redis::Script;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Begin, IdempotencyStore, Limits, MemoryStore, Outcome, RunSlot};
+use super::{IdempotencyStore, Limits, Lookup, MemoryStore, Outcome, RunSlot};
 use crate::background::{Background, Continue};
 use crate::error::ApiError;
 use crate::fleet::{CALL_TIMEOUT, Redis};
@@ -97,7 +97,9 @@ impl RedisIdempotency {
             runs: AtomicU64::new(0),
         });
         let (weak, every) = (Arc::downgrade(&shared), redis.lease() / 3);
-        background.every(every, Some(redis.runtime()), move || renew(weak.clone(), every));
+        background.every(every, Some(redis.runtime()), move || {
+            renew(weak.clone(), every)
+        });
         RedisIdempotency {
             shared,
             memory: MemoryStore::new(limits),
@@ -112,7 +114,7 @@ impl IdempotencyStore for RedisIdempotency {
         fingerprint: u64,
         now: Instant,
         deadline: Instant,
-    ) -> BoxFuture<'a, Begin> {
+    ) -> BoxFuture<'a, Lookup> {
         Box::pin(async move {
             let shared = &self.shared;
             if !shared.redis.worth_trying() {
@@ -143,17 +145,17 @@ impl IdempotencyStore for RedisIdempotency {
                 return self.memory.begin_now(key, fingerprint, now);
             };
             match found.first().map(String::as_str) {
-                Some("reused") => Begin::Reused,
+                Some("reused") => Lookup::Reused,
                 Some("kept") => match found.get(1).and_then(|b| serde_json::from_str(b).ok()) {
-                    Some(body) => Begin::Kept(Arc::new(body)),
-                    None => Begin::Wait(Box::pin(std::future::ready(None))),
+                    Some(body) => Lookup::Kept(Arc::new(body)),
+                    None => Lookup::Wait(Box::pin(std::future::ready(None))),
                 },
                 Some("wait") => {
-                    Begin::Wait(Box::pin(wait(shared.clone(), record, watched, fingerprint)))
+                    Lookup::Wait(Box::pin(wait(shared.clone(), record, watched, fingerprint)))
                 }
                 _ => {
                     lock(&shared.claims).insert(record.clone(), run.clone());
-                    Begin::Run(Box::new(Slot {
+                    Lookup::Run(Box::new(Slot {
                         shared: shared.clone(),
                         record,
                         watched,
@@ -241,22 +243,25 @@ impl Slot {
         self.shared.release(&self.record, &self.run);
         let (shared, record, run) = (self.shared.clone(), self.record.clone(), self.run.clone());
         let runtime = self.shared.redis.runtime();
-        let written = self.shared.background.spawn_on(async move {
-            let mut invocation = shared.finish.prepare_invoke();
-            invocation
-                .key(&record)
-                .arg(&run)
-                .arg(state)
-                .arg(payload)
-                .arg(ttl.as_millis() as u64);
-            // Unreachable: the claim's lease ends it; `call` logged and counted it.
-            let _: Result<i64, _> = shared
-                .redis
-                .call("idempotency_finish", CALL_TIMEOUT, |mut c| async move {
-                    invocation.invoke_async(&mut c).await
-                })
-                .await;
-        }, runtime);
+        let written = self.shared.background.spawn_on(
+            async move {
+                let mut invocation = shared.finish.prepare_invoke();
+                invocation
+                    .key(&record)
+                    .arg(&run)
+                    .arg(state)
+                    .arg(payload)
+                    .arg(ttl.as_millis() as u64);
+                // Unreachable: the claim's lease ends it; `call` logged and counted it.
+                let _: Result<i64, _> = shared
+                    .redis
+                    .call("idempotency_finish", CALL_TIMEOUT, |mut c| async move {
+                        invocation.invoke_async(&mut c).await
+                    })
+                    .await;
+            },
+            runtime,
+        );
         Box::pin(async move {
             if let Some(until) = wait_until {
                 let _ = tokio::time::timeout_at(until, written).await;

@@ -9,22 +9,25 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::RunSlot;
+use crate::background::Background;
 use crate::completion::{Finished, Progress};
 
 /// Progress steps buffered for a slow client before the run waits for it.
 const BUFFER: usize = 64;
 
-/// Runs `progress` as a task; the returned stream relays its steps to this
-/// request's client. `keep` turns a success into the body kept for repeats.
+/// Runs `progress` as a task of `background` (so a shutdown waits for it); the
+/// returned stream relays its steps to this request's client. `keep` turns a
+/// success into the body kept for repeats.
 pub fn detached(
     progress: impl Stream<Item = Progress> + Send + 'static,
     slot: Box<dyn RunSlot>,
     keep: impl FnOnce(&Finished) -> Value + Send + 'static,
+    background: &Background,
 ) -> impl Stream<Item = Progress> + Send + 'static {
     let (to_client, from_run) = mpsc::channel(BUFFER);
     let watcher = to_client.clone();
     let unwatched = slot.unwatched();
-    tokio::spawn(async move {
+    drop(background.spawn(async move {
         // Resolves once the client has left and no repeat waits.
         let nobody = async move {
             watcher.closed().await;
@@ -60,7 +63,7 @@ pub fn detached(
                 to_client = None;
             }
         }
-    });
+    }));
     futures_util::stream::unfold(from_run, |mut from_run| async move {
         from_run.recv().await.map(|step| (step, from_run))
     })

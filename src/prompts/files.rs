@@ -309,4 +309,3 @@ fn now_millis() -> u64 {
 fn now_rfc3339() -> String {
     rfc3339(now_millis())
 }
-

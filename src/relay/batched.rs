@@ -6,11 +6,9 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 
-use crate::completion::Progress;
+use super::step::Step;
+use super::wire::put_event;
 use crate::error::StreamError;
-
-/// The end marker of an OpenAI stream.
-pub const DONE: &[u8] = b"data: [DONE]\n\n";
 
 /// The committed stream's bytes: every step that is already decoded when the
 /// client is ready for more is framed straight into one buffer and goes out in one
@@ -116,7 +114,7 @@ enum Commit {
 /// Most steps joined into one write.
 const MAX_BATCH: usize = 32;
 
-impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
+impl<P: Stream<Item = Step> + Unpin> Stream for Batched<P> {
     type Item = Bytes;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
@@ -138,7 +136,7 @@ impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
         while !this.ended && steps < MAX_BATCH {
             match this.progress.poll_next_unpin(cx) {
                 Poll::Ready(Some(step)) => {
-                    if let Progress::Failed(error) = &step {
+                    if let Step::Failed(error) = &step {
                         this.failed.set(error.code());
                     }
                     put_after_commit(&mut this.out, step, &this.request_id);
@@ -170,13 +168,13 @@ impl<P: Stream<Item = Progress> + Unpin> Stream for Batched<P> {
 }
 
 /// Writes what a committed stream sends for a later step.
-fn put_after_commit(out: &mut BytesMut, step: Progress, request_id: &str) {
+fn put_after_commit(out: &mut BytesMut, step: Step, request_id: &str) {
     match step {
-        Progress::Chunk(received) => put_event(out, &received.raw),
-        Progress::Finished(_) => out.extend_from_slice(DONE),
-        Progress::Failed(error) => put_event(out, error.body(request_id).to_string().as_bytes()),
+        Step::Hold(raw) | Step::Output(raw) => put_event(out, &raw),
+        Step::End(last) => out.extend_from_slice(&last),
+        Step::Failed(error) => put_event(out, error.body(request_id).to_string().as_bytes()),
         // The policy never retries a committed stream, so no new attempt follows.
-        Progress::Attempt(_) | Progress::Retry { .. } => {}
+        Step::Attempt(_) | Step::Void => {}
     }
 }
 
@@ -196,14 +194,6 @@ impl<P> Batched<P> {
     }
 }
 
-/// Appends one `data:` event around a payload.
-pub fn put_event(out: &mut BytesMut, payload: &[u8]) {
-    out.reserve(payload.len() + 8);
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(payload);
-    out.extend_from_slice(b"\n\n");
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -213,8 +203,6 @@ mod tests {
     use futures_util::task::{ArcWake, waker};
 
     use super::*;
-    use crate::completion::attempt::Received;
-    use crate::upstream::chunk::Chunk;
 
     struct Wakes(AtomicUsize);
 
@@ -224,14 +212,8 @@ mod tests {
         }
     }
 
-    fn chunk(raw: &'static str) -> Progress {
-        Progress::Chunk(Received {
-            raw: Bytes::from_static(raw.as_bytes()),
-            chunk: Chunk {
-                content: Some("x".into()),
-                ..Chunk::default()
-            },
-        })
+    fn chunk(raw: &'static str) -> Step {
+        Step::Output(Bytes::from_static(raw.as_bytes()))
     }
 
     #[test]
@@ -279,7 +261,7 @@ mod tests {
 
     /// A progress source as reqwest's body is: each chunk is ready only after the
     /// connection's task has run once (`None` = "not ready yet").
-    fn scripted(steps: Vec<Option<&'static str>>) -> impl Stream<Item = Progress> + Unpin {
+    fn scripted(steps: Vec<Option<&'static str>>) -> impl Stream<Item = Step> + Unpin {
         let mut steps = std::collections::VecDeque::from(steps);
         stream::poll_fn(move |cx| match steps.pop_front() {
             Some(Some(raw)) => Poll::Ready(Some(chunk(raw))),
@@ -292,8 +274,8 @@ mod tests {
     }
 
     fn committed(
-        progress: impl Stream<Item = Progress> + Unpin,
-    ) -> Batched<impl Stream<Item = Progress> + Unpin> {
+        progress: impl Stream<Item = Step> + Unpin,
+    ) -> Batched<impl Stream<Item = Step> + Unpin> {
         Batched {
             progress,
             out: BytesMut::new(),

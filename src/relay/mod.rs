@@ -1,20 +1,117 @@
-//! Progress of a completion → what the client sees.
+//! Progress of a completion → what the client sees, in the shape it asked for.
 //!
-//! `openai` speaks the OpenAI chat format and owns the commit point: nothing, not
-//! even a status line, reaches a streaming client before the first output chunk.
-//! `task_events` speaks the task route's named SSE events, where a retry after
-//! output is announced with `reset` instead of being hidden. `batched` writes a
-//! committed OpenAI stream.
+//! `commit` owns the OpenAI stream's commit point: nothing, not even a status
+//! line, reaches a streaming client before the first output chunk; `batched`
+//! writes a committed stream; `wire` is the OpenAI JSON. `task_events` speaks the
+//! task route's named SSE events, where a retry after output is announced with
+//! `reset` instead of being hidden. `replay` answers from another request's run.
 
 mod batched;
-mod keepalive;
-pub mod openai;
+pub mod commit;
 pub mod replay;
+mod step;
 pub mod task_events;
+pub mod wire;
+
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::completion::{CompletionRoute, Finished, Progress};
+use crate::error::ApiError;
+
+/// The shape of answer a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseShape {
+    /// One `chat.completion`.
+    ChatJson,
+    /// An OpenAI chunk stream.
+    ChatStream,
+    /// A task's `200` body.
+    TaskJson,
+    /// A task's named events.
+    TaskEvents,
+}
+
+impl ResponseShape {
+    /// Whether ladle assembles the whole answer itself (everything but a relayed
+    /// OpenAI stream): it then asks the upstream for usage, keeps the answer's id
+    /// and model, and may retry after output the client has not seen.
+    pub fn assembled(self) -> bool {
+        self != ResponseShape::ChatStream
+    }
+}
+
+/// Who an answer is for and in what shape.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The shape asked for.
+    pub shape: ResponseShape,
+    /// The request's id, named in the answer.
+    pub request_id: String,
+    /// The route, and a task's name.
+    pub route: CompletionRoute,
+    /// The model asked for, named when the upstream names none.
+    pub model: String,
+    /// For a chat stream: `LADLE_STREAM_KEEPALIVE_MS` and when the request
+    /// arrived.
+    pub keep_alive: Option<(Duration, Instant)>,
+}
+
+impl Reply {
+    /// The whole `200` body of a finished completion (also what is kept for an
+    /// idempotency key's repeats).
+    pub fn body(&self, finished: &Finished) -> Value {
+        match &self.route {
+            CompletionRoute::Chat => wire::completion_body(finished, &self.request_id, &self.model),
+            CompletionRoute::Task(task) => {
+                task_events::result_body(finished, task, &self.request_id)
+            }
+        }
+    }
+
+    /// Answers with the completion's progress, in the shape asked for.
+    pub async fn answer(
+        &self,
+        progress: impl Stream<Item = Progress> + Send + 'static,
+    ) -> Response {
+        match self.shape {
+            ResponseShape::ChatJson | ResponseShape::TaskJson => match outcome(progress).await {
+                Ok(finished) => axum::Json(self.body(&finished)).into_response(),
+                Err((error, attempts)) => error.into_completion_response(attempts),
+            },
+            ResponseShape::ChatStream => {
+                let steps = Box::pin(progress.map(commit::Step::from));
+                commit::respond(steps, self.request_id.clone(), self.keep_alive).await
+            }
+            ResponseShape::TaskEvents => task_events::streaming(progress, self.clone()),
+        }
+    }
+}
+
+/// Drives a completion to its end: the answer, or the error and the number of
+/// attempts made (for `x-should-retry`).
+pub async fn outcome(
+    progress: impl Stream<Item = Progress>,
+) -> Result<Box<Finished>, (ApiError, u32)> {
+    let mut progress = std::pin::pin!(progress);
+    let mut attempts = 0;
+    while let Some(step) = progress.next().await {
+        match step {
+            Progress::Finished(finished) => return Ok(finished),
+            Progress::Failed(error) => return Err((error, attempts)),
+            Progress::Attempt(n) => attempts = n,
+            Progress::Chunk(_) | Progress::Retry { .. } => {}
+        }
+    }
+    let ended = ApiError::UpstreamFailed("the completion ended without an answer".into());
+    Err((ended, attempts))
+}
 
 /// An event-stream answer that no proxy in between buffers.
 pub fn sse_response(body: Body) -> Response {

@@ -1,4 +1,4 @@
-//! The task route's answers: one JSON document, or named SSE events.
+//! The task route's named SSE events, and its `200` body.
 //!
 //! Events follow the contract's table: `attempt`, `retry`, `reset` (only when the
 //! failed attempt had written output), `delta`, then exactly one `result` or
@@ -13,40 +13,14 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::{Value, json};
 
+use super::Reply;
 use crate::completion::{Finished, Progress};
-use crate::error::{ApiError, StreamError};
-
-/// Who the answer is for: the names the result body carries.
-#[derive(Debug, Clone)]
-pub struct TaskCall {
-    /// The task name.
-    pub task: String,
-    /// The request id.
-    pub request_id: String,
-}
-
-/// Drives the completion to its end and answers with one JSON document.
-pub async fn whole(progress: impl Stream<Item = Progress>, call: &TaskCall) -> Response {
-    let mut progress = std::pin::pin!(progress);
-    let mut attempts = 0;
-    while let Some(step) = progress.next().await {
-        match step {
-            Progress::Finished(finished) => {
-                return axum::Json(result_body(&finished, call)).into_response();
-            }
-            Progress::Failed(error) => return error.into_completion_response(attempts),
-            Progress::Attempt(n) => attempts = n,
-            Progress::Chunk(_) | Progress::Retry { .. } => {}
-        }
-    }
-    ApiError::UpstreamFailed("the completion ended without an answer".into())
-        .into_completion_response(attempts)
-}
+use crate::error::StreamError;
 
 /// Answers at once with an SSE stream of the completion's progress.
 pub fn streaming(
     progress: impl Stream<Item = Progress> + Send + 'static,
-    call: TaskCall,
+    reply: Reply,
 ) -> Response {
     let failed = StreamError::default();
     let told = failed.clone();
@@ -54,7 +28,7 @@ pub fn streaming(
         if let Progress::Failed(error) = &step {
             told.set(error.code());
         }
-        stream::iter(events_for(step, &call))
+        stream::iter(events_for(step, &reply))
     });
     let keep_alive = KeepAlive::new()
         .interval(Duration::from_secs(15))
@@ -68,7 +42,7 @@ pub fn streaming(
 }
 
 /// The events one step of progress becomes.
-fn events_for(step: Progress, call: &TaskCall) -> Vec<Event> {
+fn events_for(step: Progress, reply: &Reply) -> Vec<Event> {
     match step {
         Progress::Attempt(attempt) => vec![event("attempt", &json!({ "attempt": attempt }))],
         Progress::Chunk(received) => {
@@ -101,8 +75,8 @@ fn events_for(step: Progress, call: &TaskCall) -> Vec<Event> {
             let reset = output_began.then(|| event("reset", &json!({ "attempt": attempt + 1 })));
             std::iter::once(retry).chain(reset).collect()
         }
-        Progress::Finished(finished) => vec![event("result", &result_body(&finished, call))],
-        Progress::Failed(error) => vec![event("error", &error.body(&call.request_id))],
+        Progress::Finished(finished) => vec![event("result", &reply.body(&finished))],
+        Progress::Failed(error) => vec![event("error", &error.body(&reply.request_id))],
     }
 }
 
@@ -111,12 +85,12 @@ fn event(name: &'static str, data: &Value) -> Event {
 }
 
 /// The non-streaming `200` body, also the `result` event's data.
-pub fn result_body(finished: &Finished, call: &TaskCall) -> Value {
+pub fn result_body(finished: &Finished, task: &str, request_id: &str) -> Value {
     let mut body = json!({
-        "task": call.task,
+        "task": task,
         "output": finished.output,
         "meta": {
-            "request_id": call.request_id,
+            "request_id": request_id,
             "attempts": finished.attempts,
             "elapsed_ms": finished.elapsed.as_millis() as u64,
             "model": finished.model,

@@ -198,20 +198,14 @@ fn busy_retry_gives_up_when_the_wait_would_leave_too_little_time() {
 fn retry_after_longer_than_the_backoff_is_honoured_and_counted_against_the_deadline() {
     let mut busy = failed(1, FailureClass::Busy);
     busy.next = Some(again(Some(7 * S)));
-    assert_eq!(
-        decide(contract_defaults(), busy, S, 120 * S),
-        wait(7 * S)
-    );
+    assert_eq!(decide(contract_defaults(), busy, S, 120 * S), wait(7 * S));
     busy.next = Some(again(Some(100 * S)));
     assert_eq!(
         decide(contract_defaults(), busy, S, 120 * S),
         gave_up(GiveUp::OutOfTime)
     );
     busy.next = Some(again(Some(S)));
-    assert_eq!(
-        decide(contract_defaults(), busy, S, 120 * S),
-        wait(2 * S)
-    );
+    assert_eq!(decide(contract_defaults(), busy, S, 120 * S), wait(2 * S));
 }
 
 #[test]

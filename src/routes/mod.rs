@@ -1,5 +1,6 @@
 //! HTTP routes: extract, call, respond. Handlers stay thin; the work is in
-//! `completion`, `relay` and `prompts`, and every error they return is an `ApiError`.
+//! `request` (one pipeline for both completion routes), `relay` and `prompts`,
+//! and every error they return is an `ApiError`.
 
 pub mod admin;
 pub mod chat;
@@ -16,15 +17,10 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
-use tokio::time::Instant;
 
 use crate::error::ApiError;
-use crate::idempotency::{self, Begin, RunSlot};
 use crate::ops::observe::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
-use crate::relay::replay::{self, Form, Waiting};
-use crate::state::AppState;
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.
@@ -81,73 +77,6 @@ impl<S: Send + Sync> FromRequestParts<S> for CompletionHeaders {
         let IdempotencyKey(key) = IdempotencyKey::from_request_parts(parts, state).await?;
         Ok(CompletionHeaders { timeout, key })
     }
-}
-
-/// A keyed request's completion: run here, or answered from another request's run.
-pub enum Keyed {
-    /// The answer, from a kept result or a run this request waited for.
-    Answered(Response),
-    /// This request runs; its outcome goes to the slot.
-    Runs(Box<dyn RunSlot>),
-}
-
-/// Looks `key` up for the request at `path` with `request` as its body, and
-/// counts what it led to; `Err` for another request under the key.
-pub async fn keyed(
-    app: &AppState,
-    key: &str,
-    path: &str,
-    request: &Value,
-    form: Form,
-    answer: Answering<'_>,
-    note: &mut CompletionNote,
-) -> Result<Keyed, ApiError> {
-    let Answering {
-        deadline,
-        keep_alive,
-        request_id,
-    } = answer;
-    // Chat's `stream` only picks the answer's form; a task's variable of that name
-    // is part of the request.
-    let fingerprint = idempotency::fingerprint(path, request, path == "/v1/chat/completions");
-    let begin = app
-        .idempotency
-        .begin(key, fingerprint, Instant::now(), deadline)
-        .await;
-    let outcome = match &begin {
-        Begin::Kept(_) => "replayed",
-        Begin::Reused => "reused",
-        Begin::Wait(_) => "joined",
-        Begin::Run(_) => "executed",
-    };
-    app.metrics.idempotency(outcome);
-    note.idempotency_key = Some(key.to_owned());
-    note.idempotency = Some(outcome);
-    match begin {
-        Begin::Kept(kept) => Ok(Keyed::Answered(replay::replay(&kept, form))),
-        Begin::Reused => Err(ApiError::IdempotencyKeyReused),
-        Begin::Wait(outcome) => Ok(Keyed::Answered(
-            replay::wait(Waiting {
-                outcome,
-                deadline,
-                form,
-                keep_alive,
-                request_id: request_id.to_owned(),
-            })
-            .await,
-        )),
-        Begin::Run(slot) => Ok(Keyed::Runs(slot)),
-    }
-}
-
-/// What a waiting repeat needs to answer on its own.
-pub struct Answering<'a> {
-    /// Its deadline.
-    pub deadline: Instant,
-    /// Its keep-alive comments, for a chat stream.
-    pub keep_alive: Option<(Duration, Instant)>,
-    /// Its request id.
-    pub request_id: &'a str,
 }
 
 /// A completion route's answer, with its note for the request's log line (an

@@ -5,22 +5,18 @@ use axum::http::header;
 use axum::http::request::Parts;
 use axum::response::Response;
 use serde_json::{Map, Value};
+use tokio::time::Instant;
 
-use futures_util::future::Either;
-
-use super::{Answering, CompletionHeaders, JsonBody, Keyed, keyed, noted};
-use crate::completion::Finished;
+use super::{CompletionHeaders, JsonBody, noted};
+use crate::completion::CompletionRoute;
 use crate::error::ApiError;
-use crate::idempotency;
-use crate::ops::observe::Arrival;
-use crate::ops::observe::CompletionNote;
+use crate::ops::observe::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
 use crate::prompts::render;
-use crate::relay::replay::Form;
-use crate::relay::task_events::result_body;
-use crate::relay::task_events::{self, TaskCall};
+use crate::relay::{Reply, ResponseShape};
+use crate::request::body::ChatBody;
+use crate::request::{self, Call};
 use crate::state::AppState;
-use tokio::time::Instant;
 
 /// Whether the caller asked for named SSE events: `Accept: text/event-stream`, or
 /// `?stream=true` (or `1`).
@@ -55,46 +51,40 @@ pub async fn run(
     JsonBody(variables): JsonBody<Map<String, Value>>,
 ) -> Response {
     let mut note = CompletionNote::default();
-    let call = Call {
-        arrived,
-        request_id,
-        name,
-        wants_events,
-        headers,
+    let shape = match wants_events {
+        true => ResponseShape::TaskEvents,
+        false => ResponseShape::TaskJson,
     };
-    let answer = complete(app, call, variables, &mut note).await;
+    let reply = Reply {
+        shape,
+        request_id: request_id.to_string(),
+        route: CompletionRoute::Task(name),
+        model: String::new(),
+        keep_alive: None,
+    };
+    let answer = match task_call(&app, reply, arrived, headers, variables) {
+        Ok(call) => request::complete(&app, call, &mut note).await,
+        Err(error) => Err(error),
+    };
     noted(answer, note)
 }
 
-/// What the task route extracted besides the state and the variables.
-struct Call {
+/// The task request as a `Call`: its prompt found, its variables checked and
+/// rendered, before any upstream call.
+fn task_call(
+    app: &AppState,
+    mut reply: Reply,
     arrived: Instant,
-    request_id: RequestId,
-    name: String,
-    wants_events: bool,
     headers: CompletionHeaders,
-}
-
-/// The task itself; `note` gathers what the request's log line adds.
-async fn complete(
-    app: AppState,
-    call: Call,
     variables: Map<String, Value>,
-    note: &mut CompletionNote,
-) -> Result<Response, ApiError> {
-    let Call {
-        arrived,
-        request_id,
-        name,
-        wants_events,
-        headers,
-    } = call;
+) -> Result<Call, ApiError> {
+    let name = reply.route.task().unwrap_or_default().to_owned();
     let prompt = app
         .prompts
         .get(&name)
         .ok_or_else(|| ApiError::NotFound(format!("unknown task `{name}`")))?;
     let rendered = render::render(&prompt, &variables)?;
-    let model = prompt
+    reply.model = prompt
         .model
         .clone()
         .or_else(|| app.config.model.clone())
@@ -103,56 +93,18 @@ async fn complete(
                 "task `{name}` names no model and LADLE_MODEL is unset"
             ))
         })?;
-    let mut body = rendered.params;
-    body.insert("model".into(), Value::String(model.clone()));
-    body.insert("messages".into(), Value::Array(rendered.messages));
-    body.insert("stream".into(), Value::Bool(true));
-    // ladle assembles the answer itself, so it asks for the usage a whole
-    // `chat.completion` would carry, unless the prompt says otherwise.
-    body.entry("stream_options")
-        .or_insert_with(|| serde_json::json!({"include_usage": true}));
-    let body = serde_json::to_vec(&body).unwrap_or_default().into();
-    let job = app.job(
+    let mut fields = rendered.params;
+    fields.insert("messages".into(), Value::Array(rendered.messages));
+    // The rendered fields go through the chat body's writer: one place sets the
+    // model, `stream` and the usage request.
+    let text = serde_json::to_string(&fields).unwrap_or_default();
+    let body: ChatBody<'_> = super::json(text.as_bytes())?;
+    Ok(Call {
+        body: body.upstream(&reply.model, reply.shape.assembled()),
+        reply,
         arrived,
-        &request_id,
-        body,
-        &model,
-        Some(&prompt),
-        headers.timeout,
-    );
-    note.deadline_ms = Some((job.deadline.at - job.deadline.started).as_millis() as u64);
-    let form = if wants_events {
-        Form::TaskEvents
-    } else {
-        Form::TaskJson
-    };
-    let call = TaskCall {
-        task: name,
-        request_id: request_id.to_string(),
-    };
-    let progress = match headers.key {
-        None => Either::Left(app.complete(job)),
-        Some(key) => {
-            let path = format!("/v1/tasks/{}", call.task);
-            let request = Value::Object(variables);
-            let answer = Answering {
-                deadline: job.deadline.at,
-                keep_alive: None,
-                request_id: &call.request_id,
-            };
-            match keyed(&app, &key, &path, &request, form, answer, note).await? {
-                Keyed::Answered(response) => return Ok(response),
-                Keyed::Runs(slot) => {
-                    let kept_call = call.clone();
-                    let keep = move |finished: &Finished| result_body(finished, &kept_call);
-                    Either::Right(idempotency::detached(app.complete(job), slot, keep))
-                }
-            }
-        }
-    };
-    Ok(if wants_events {
-        task_events::streaming(progress, call)
-    } else {
-        task_events::whole(progress, &call).await
+        timeout: headers.timeout,
+        key: headers.key.map(|key| (key, Value::Object(variables))),
+        prompt: Some(prompt),
     })
 }

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ladle::config::{Config, Secret, UpstreamSettings};
 use ladle::server;
 use ladle::state::AppState;
-use ladle::config::{Config, Secret, UpstreamSettings};
 use serde_json::Value;
 
 use crate::mock_upstream::MockUpstream;

@@ -24,8 +24,8 @@ use super::{JsonBody, read_body};
 use crate::error::ApiError;
 use crate::normalize::OutputKind;
 use crate::ops::request_id::RequestId;
-use crate::prompts::render::{self, Rendered};
 use crate::prompts::Version;
+use crate::prompts::render::{self, Rendered};
 use crate::prompts::{Prompt, PromptStore, StoreError};
 use crate::state::AppState;
 

@@ -255,7 +255,8 @@ async fn follows_redis(
     };
     let list = replica.admin(Method::GET, "/admin/prompts").send();
     let list: Value = json_of(list.await.expect("answers")).await;
-    list.as_array().into_iter().flatten().any(|p| {
-        p["name"] == "recipe" && p["updated_at"] == ladle::prompts::rfc3339(updated)
-    })
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["name"] == "recipe" && p["updated_at"] == ladle::prompts::rfc3339(updated))
 }

@@ -1,0 +1,110 @@
+//! One completion request, whichever route it came in on: built once from what
+//! the route extracted (a [`Call`]), looked up under its idempotency key if it has
+//! one, completed, and answered in the shape it asked for. The chat and task
+//! routes only turn HTTP into a `Call`.
+
+pub mod body;
+mod keyed;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::future::Either;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::completion::{Completion, CompletionRoute, Job};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::idempotency;
+use crate::ops::observe::CompletionNote;
+use crate::prompts::Prompt;
+use crate::relay::Reply;
+use crate::retry::{Deadline, RetryPolicy};
+use crate::state::AppState;
+
+/// What a completion route extracted: everything the request needs from here on.
+pub struct Call {
+    /// Who the answer is for, and in what shape.
+    pub reply: Reply,
+    /// When the request arrived: its deadline runs from here.
+    pub arrived: Instant,
+    /// `X-Request-Timeout-Ms`, which only shortens the deadline.
+    pub timeout: Option<Duration>,
+    /// `Idempotency-Key`, with the JSON that names the request under it.
+    pub key: Option<(String, Value)>,
+    /// The upstream request body (`stream: true`).
+    pub body: Bytes,
+    /// The task's prompt: its deadline, reserve and output kind.
+    pub prompt: Option<Arc<Prompt>>,
+}
+
+impl Call {
+    /// The job for the attempt loop: the chat route's settings, or the task's own
+    /// deadline, reserve and output kind. The deadline runs from the arrival.
+    pub fn job(&self, config: &Config) -> Job {
+        let prompt = self.prompt.as_deref();
+        let assembled = self.reply.shape.assembled();
+        let policy = RetryPolicy {
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_max: config.backoff_max,
+            early_retry_window: config.early_retry_window,
+            min_remaining: prompt
+                .and_then(|p| p.min_remaining)
+                .unwrap_or(config.min_remaining),
+            // A committed stream cannot take words back.
+            retry_after_output: assembled,
+            jitter: config.backoff_jitter,
+        };
+        let configured = prompt.and_then(|p| p.deadline).unwrap_or(config.deadline);
+        let budget = self
+            .timeout
+            .map_or(configured, |asked| asked.min(configured));
+        Job {
+            body: self.body.clone(),
+            policy,
+            deadline: Deadline::after(self.arrived, budget),
+            output: prompt.map(|p| p.output),
+            request_id: self.reply.request_id.clone(),
+            route: self.reply.route.clone(),
+            wants_meta: assembled,
+            model: self.reply.model.clone(),
+        }
+    }
+}
+
+/// Completes `call` and answers; `note` gathers what the request's log line adds.
+pub async fn complete(
+    app: &AppState,
+    call: Call,
+    note: &mut CompletionNote,
+) -> Result<Response, ApiError> {
+    let job = call.job(&app.config);
+    let deadline = job.deadline;
+    note.deadline_ms = Some((deadline.at - deadline.started).as_millis() as u64);
+    // Made only when it runs: a replay makes none.
+    let run = || Completion::new(app.upstreams.clone(), job);
+    let progress = match &call.key {
+        None => Either::Left(run()),
+        Some((key, identity)) => {
+            let path = match &call.reply.route {
+                CompletionRoute::Chat => "/v1/chat/completions".to_owned(),
+                CompletionRoute::Task(name) => format!("/v1/tasks/{name}"),
+            };
+            let looked_up =
+                keyed::look_up(app, key, &path, identity, &call.reply, deadline.at, note);
+            match looked_up.await? {
+                keyed::Keyed::Answered(response) => return Ok(response),
+                keyed::Keyed::Runs(slot) => {
+                    let reply = call.reply.clone();
+                    let keep = move |finished: &_| reply.body(finished);
+                    Either::Right(idempotency::detached(run(), slot, keep, &app.background))
+                }
+            }
+        }
+    };
+    Ok(call.reply.answer(progress).await)
+}
