@@ -102,7 +102,7 @@ fn serve(config: Config) -> Result<(), String> {
     let address = config.listen;
     // The upstream client first: a bad proxy or CA file stops start-up before
     // anything listens.
-    let state = AppState::new(config)?;
+    let state = AppState::new(config).map_err(|e| e.to_string())?;
     let listener = listen(address)?;
     tracing::info!(workers, "serving");
     server::serve_on_threads(listener, state, workers, shutdown_signal).map_err(|e| e.to_string())
@@ -122,7 +122,7 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         UpstreamProxy::Off,
     )];
     let requested = config.listen;
-    let state = AppState::new(config)?;
+    let state = AppState::new(config).map_err(|e| e.to_string())?;
     let listener = TcpListener::from_std(listen(requested)?).map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout();

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::config::RedisSettings;
+use crate::config::settings::invalid;
+use crate::config::{RedisSettings, StartError};
 use crate::ops::metrics::Metrics;
 
 /// Longest wait for one Redis call: short next to any request's budget, long
@@ -55,10 +56,10 @@ pub struct Redis {
 impl Redis {
     /// A handle that connects on first use, so an unreachable Redis does not stop
     /// start-up (6.7).
-    pub fn new(settings: &RedisSettings, metrics: Metrics) -> Result<Arc<Redis>, String> {
+    pub fn new(settings: &RedisSettings, metrics: Metrics) -> Result<Arc<Redis>, StartError> {
         // The crate's messages may quote the URL; say what failed instead.
         let client = redis::Client::open(settings.url.expose())
-            .map_err(|_| "LADLE_REDIS_URL: not a usable redis:// URL".to_owned())?;
+            .map_err(|_| invalid("LADLE_REDIS_URL", "not a usable redis:// URL"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CALL_TIMEOUT))
             .set_response_timeout(Some(CALL_TIMEOUT))
@@ -67,7 +68,10 @@ impl Redis {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the redis runtime: {e}"))?;
+            .map_err(|source| StartError::Runtime {
+                what: "the redis runtime",
+                source,
+            })?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()
@@ -77,11 +81,14 @@ impl Redis {
                     let _ = stopped.await;
                 });
             })
-            .map_err(|e| format!("cannot start the redis thread: {e}"))?;
+            .map_err(|source| StartError::Runtime {
+                what: "the redis thread",
+                source,
+            })?;
         let connection = {
             let _inside = handle.enter();
             ConnectionManager::new_lazy_with_config(client, config)
-                .map_err(|_| "LADLE_REDIS_URL: cannot set up a connection".to_owned())?
+                .map_err(|_| invalid("LADLE_REDIS_URL", "cannot set up a connection"))?
         };
         metrics.redis_up(false);
         Ok(Arc::new(Redis {

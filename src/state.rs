@@ -10,7 +10,8 @@ use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::{self, Budget, RetryBudget, SharedBudget};
 use crate::completion::{SharedUpstreams, UpstreamGuards};
-use crate::config::Config;
+use crate::config::settings::invalid;
+use crate::config::{Config, ConfigError, StartError};
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
 use crate::ops::metrics::Metrics;
@@ -45,7 +46,7 @@ impl axum::extract::FromRef<AppState> for Metrics {
 impl AppState {
     /// State for a config: its upstreams (`LADLE_UPSTREAMS`, or the single-upstream
     /// settings) with their clients built, and prompts from `LADLE_PROMPTS_DIR`.
-    pub fn new(config: Config) -> Result<Self, String> {
+    pub fn new(config: Config) -> Result<Self, StartError> {
         let upstreams = build_upstreams(&config)?;
         let metrics = Metrics::new();
         let background = Background::new();
@@ -64,11 +65,11 @@ impl AppState {
                     metrics.breaker_state(&upstream.name, State::Closed.gauge());
                 }
                 let budget: Arc<Mutex<dyn Budget>> = if redis.is_some() {
-                    let shared = Arc::new(Mutex::new(SharedBudget::new(config.retry_budget)));
+                    let shared = Arc::new(Mutex::new(SharedBudget::new(config.budget)));
                     shared_budgets.push((upstream.name.clone(), shared.clone()));
                     shared
                 } else {
-                    Arc::new(Mutex::new(RetryBudget::new(config.retry_budget)))
+                    Arc::new(Mutex::new(RetryBudget::new(config.budget)))
                 };
                 UpstreamGuards {
                     breaker: breakers
@@ -80,8 +81,7 @@ impl AppState {
         let shared = SharedUpstreams {
             upstreams,
             guards,
-            idle_timeout: config.idle_timeout,
-            first_output_timeout: config.first_output_timeout,
+            timeouts: config.timeouts,
             busy_keywords: config.busy_keywords.clone(),
             inflight: Arc::new(Semaphore::new(config.max_inflight)),
             queue_timeout: config.queue_timeout,
@@ -91,7 +91,7 @@ impl AppState {
         let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
         {
             Some(redis) => {
-                let window = config.retry_budget.window;
+                let window = config.budget.window;
                 budget::shared::share(&shared_budgets, redis.clone(), window, &background);
                 (
                     Arc::new(RedisPrompts::open(redis.clone(), &config.prompts_dir)),
@@ -121,9 +121,12 @@ impl AppState {
 
 /// Every configured upstream with its client; an error names the upstream when
 /// there are several, and is the setting's own message when there is one.
-pub fn build_upstreams(config: &Config) -> Result<Vec<Arc<Upstream>>, String> {
+pub fn build_upstreams(config: &Config) -> Result<Vec<Arc<Upstream>>, ConfigError> {
     if config.upstreams.is_empty() {
-        return Err("no upstream: set LADLE_UPSTREAM_URL or LADLE_UPSTREAMS".into());
+        return Err(invalid(
+            "LADLE_UPSTREAM_URL",
+            "no upstream: set LADLE_UPSTREAM_URL or LADLE_UPSTREAMS",
+        ));
     }
     let options = ClientOptions::from_config(config);
     let several = config.upstreams.len() > 1;
@@ -134,7 +137,10 @@ pub fn build_upstreams(config: &Config) -> Result<Vec<Arc<Upstream>>, String> {
             Upstream::new(settings, &options)
                 .map(Arc::new)
                 .map_err(|e| match several {
-                    true => format!("LADLE_UPSTREAMS: upstream `{}`: {e}", settings.name),
+                    true => invalid(
+                        "LADLE_UPSTREAMS",
+                        format!("upstream `{}`: {e}", settings.name),
+                    ),
                     false => e,
                 })
         })

@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
+pub use crate::config::AttemptTimeouts;
 use crate::failure::{AttemptFailure, FailureKind};
 use crate::retry::Deadline;
 use crate::upstream::chunk::{self, Chunk, Parsed};
@@ -50,6 +51,17 @@ pub struct Timers {
     pub first_output: Option<Duration>,
     /// The request's one deadline.
     pub deadline: Deadline,
+}
+
+impl Timers {
+    /// The attempt's timeouts under the request's deadline.
+    pub fn new(timeouts: AttemptTimeouts, deadline: Deadline) -> Self {
+        Timers {
+            idle: timeouts.idle,
+            first_output: timeouts.first_output,
+            deadline,
+        }
+    }
 }
 
 /// An attempt whose response headers arrived with a 2xx status.

@@ -170,11 +170,7 @@ impl Completion {
         self.answer = Answer::default();
         let upstream = self.shared.upstreams[order.current()].clone();
         let body = upstream.body_for(&self.job.body, &self.job.model);
-        let timers = Timers {
-            idle: self.shared.idle_timeout,
-            first_output: self.shared.first_output_timeout,
-            deadline: self.job.deadline,
-        };
+        let timers = Timers::new(self.shared.timeouts, self.job.deadline);
         let open = Attempt::open(upstream, body, timers, self.job.wants_meta);
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use super::attempt::AttemptTimeouts;
 use crate::breaker::{Admission, Breaker, Counted, Transition};
 use crate::budget::Budget;
 use crate::failure::BusyKeywords;
@@ -23,10 +24,8 @@ pub struct SharedUpstreams {
     pub upstreams: Vec<Arc<Upstream>>,
     /// Per upstream (same index): its breaker, if breakers apply, and its budget.
     pub guards: Vec<UpstreamGuards>,
-    /// Longest wait for the upstream's next event.
-    pub idle_timeout: Duration,
-    /// Longest time from an attempt's start to its first output, if any.
-    pub first_output_timeout: Option<Duration>,
+    /// Every attempt's idle and first-output timeouts.
+    pub timeouts: AttemptTimeouts,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Bounds concurrent upstream calls.

@@ -114,8 +114,10 @@ async fn run(
                 window: 10 * S,
             }))),
         }],
-        idle_timeout: 30 * S,
-        first_output_timeout: None,
+        timeouts: super::attempt::AttemptTimeouts {
+            idle: 30 * S,
+            first_output: None,
+        },
         busy_keywords: BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS),
         inflight: Arc::new(Semaphore::new(1)),
         queue_timeout: 2 * S,

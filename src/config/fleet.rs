@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{ConfigError, Secret, Sources, invalid};
+use super::settings::{Millis, Sources, invalid};
+use super::{ConfigError, Secret};
 
 /// How to reach the fleet's Redis.
 #[derive(Debug, Clone)]
@@ -19,9 +20,9 @@ pub struct RedisSettings {
 
 /// The Redis settings, or `None` without `LADLE_REDIS_URL`.
 pub fn load(src: &Sources<'_>) -> Result<Option<RedisSettings>, ConfigError> {
-    let prefix = src.string("LADLE_REDIS_PREFIX", "ladle:")?;
-    let lease = src.millis("LADLE_REDIS_LEASE_MS", 10_000)?;
-    let Some(url) = src.optional("LADLE_REDIS_URL")? else {
+    let prefix: String = src.get("LADLE_REDIS_PREFIX")?;
+    let Millis(lease) = src.get("LADLE_REDIS_LEASE_MS")?;
+    let Some(url) = src.optional::<String>("LADLE_REDIS_URL")? else {
         return Ok(None);
     };
     // The parser's own message may quote the URL, password included: say what is

@@ -1,6 +1,7 @@
 //! The breaker and retry-budget settings (contract 6.2, 6.3).
 
-use super::{ConfigError, Sources, invalid};
+use super::ConfigError;
+use super::settings::{Millis, Sources, invalid};
 use crate::breaker::BreakerSettings;
 use crate::budget::BudgetSettings;
 
@@ -30,18 +31,18 @@ impl BreakerMode {
 pub fn load(
     src: &Sources<'_>,
 ) -> Result<(BreakerMode, BreakerSettings, BudgetSettings), ConfigError> {
-    let mode = match src.string("LADLE_BREAKER", "auto")?.trim() {
+    let mode = match src.get::<String>("LADLE_BREAKER")?.trim() {
         "auto" => BreakerMode::Auto,
         "on" => BreakerMode::On,
         "off" => BreakerMode::Off,
         _ => return Err(invalid("LADLE_BREAKER", "must be auto, on or off")),
     };
     let breaker = BreakerSettings {
-        failures: src.parsed("LADLE_BREAKER_FAILURES", 5)?,
-        error_ratio: src.parsed("LADLE_BREAKER_ERROR_RATIO", 0.5)?,
-        min_attempts: src.parsed("LADLE_BREAKER_MIN_ATTEMPTS", 20)?,
-        window: src.millis("LADLE_BREAKER_WINDOW_MS", 30_000)?,
-        open_for: src.millis("LADLE_BREAKER_OPEN_MS", 30_000)?,
+        failures: src.get("LADLE_BREAKER_FAILURES")?,
+        error_ratio: src.get("LADLE_BREAKER_ERROR_RATIO")?,
+        min_attempts: src.get("LADLE_BREAKER_MIN_ATTEMPTS")?,
+        window: src.get::<Millis>("LADLE_BREAKER_WINDOW_MS")?.0,
+        open_for: src.get::<Millis>("LADLE_BREAKER_OPEN_MS")?.0,
     };
     if breaker.failures == 0 {
         return Err(invalid("LADLE_BREAKER_FAILURES", "must be at least 1"));
@@ -58,9 +59,9 @@ pub fn load(
         }
     }
     let budget = BudgetSettings {
-        ratio: src.parsed("LADLE_RETRY_BUDGET_RATIO", 0.2)?,
-        min_per_s: src.parsed("LADLE_RETRY_BUDGET_MIN_PER_S", 10)?,
-        window: src.millis("LADLE_RETRY_BUDGET_WINDOW_MS", 10_000)?,
+        ratio: src.get("LADLE_RETRY_BUDGET_RATIO")?,
+        min_per_s: src.get("LADLE_RETRY_BUDGET_MIN_PER_S")?,
+        window: src.get::<Millis>("LADLE_RETRY_BUDGET_WINDOW_MS")?.0,
     };
     if !(0.0..=1_000.0).contains(&budget.ratio) {
         return Err(invalid(

@@ -22,9 +22,9 @@ fn error_key(result: Result<Config, ConfigError>) -> &'static str {
 fn defaults_match_the_contract() {
     let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
     assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
-    assert_eq!(config.idle_timeout, Duration::from_secs(30));
+    assert_eq!(config.timeouts.idle, Duration::from_secs(30));
     assert_eq!(config.deadline, Duration::from_secs(120));
-    assert_eq!(config.max_attempts, 5);
+    assert_eq!(config.retry.max_attempts, 5);
     assert_eq!(config.max_body_bytes, 262_144);
     assert!(config.busy_keywords.matches("当前模型访问量较大"));
     assert!(config.admin_token.is_none());
@@ -35,8 +35,8 @@ fn environment_wins_over_the_file() {
     let file = "idle_timeout_ms = 1000\nmax_attempts = 3\nmodel = \"from-file\"";
     let config =
         Config::load(Some(file), &env_of(&[("LADLE_IDLE_TIMEOUT_MS", "250")])).expect("valid");
-    assert_eq!(config.idle_timeout, Duration::from_millis(250));
-    assert_eq!(config.max_attempts, 3);
+    assert_eq!(config.timeouts.idle, Duration::from_millis(250));
+    assert_eq!(config.retry.max_attempts, 3);
     assert_eq!(config.model.as_deref(), Some("from-file"));
 }
 
@@ -160,11 +160,11 @@ fn jitter_is_a_ratio_in_0_to_1_and_a_zero_first_output_timeout_is_off() {
         );
     }
     let config = Config::load(None, &env_of(&[("LADLE_BACKOFF_JITTER", "0.2")])).expect("valid");
-    assert!((config.backoff_jitter - 0.2).abs() < f64::EPSILON);
-    assert_eq!(config.first_output_timeout, None);
+    assert!((config.retry.jitter - 0.2).abs() < f64::EPSILON);
+    assert_eq!(config.timeouts.first_output, None);
     let on =
         Config::load(None, &env_of(&[("LADLE_FIRST_OUTPUT_TIMEOUT_MS", "250")])).expect("valid");
-    assert_eq!(on.first_output_timeout, Some(Duration::from_millis(250)));
+    assert_eq!(on.timeouts.first_output, Some(Duration::from_millis(250)));
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use super::settings::Sources;
 use super::{ConfigError, Secret, UpstreamProxy, invalid};
 
 /// The key every error of the list names.
@@ -47,6 +48,42 @@ impl UpstreamSettings {
             weight: 1,
         }
     }
+}
+
+/// The upstreams (the list, or the single-upstream settings as one named
+/// `default`; never both), and the proxy setting.
+pub fn load(src: &Sources<'_>) -> Result<(Vec<UpstreamSettings>, UpstreamProxy), ConfigError> {
+    let url: Option<String> = src.optional("LADLE_UPSTREAM_URL")?;
+    let api_key = Secret::new(src.get::<String>("LADLE_UPSTREAM_API_KEY")?);
+    let proxy = match src.optional::<String>("LADLE_UPSTREAM_PROXY")? {
+        None => UpstreamProxy::FromEnvironment,
+        Some(text) => UpstreamProxy::parse(&text)?,
+    };
+    if let Some(url) = &url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(invalid(
+            "LADLE_UPSTREAM_URL",
+            "must start with http:// or https://",
+        ));
+    }
+    let upstreams = match src.list(KEY)? {
+        Some(_)
+            if url.is_some() || !api_key.is_empty() || proxy != UpstreamProxy::FromEnvironment =>
+        {
+            return Err(invalid(
+                KEY,
+                "is given with LADLE_UPSTREAM_URL, LADLE_UPSTREAM_API_KEY or \
+                 LADLE_UPSTREAM_PROXY: use one form, the list or the single settings",
+            ));
+        }
+        Some(list) => parse(&list)?,
+        None => url
+            .iter()
+            .map(|url| UpstreamSettings::single(url, api_key.clone(), proxy.clone()))
+            .collect(),
+    };
+    Ok((upstreams, proxy))
 }
 
 /// The list from its JSON form (the TOML tables are converted to JSON first).

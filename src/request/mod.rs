@@ -48,16 +48,12 @@ impl Call {
         let prompt = self.prompt.as_deref();
         let assembled = self.reply.shape.assembled();
         let policy = RetryPolicy {
-            max_attempts: config.max_attempts,
-            backoff_base: config.backoff_base,
-            backoff_max: config.backoff_max,
-            early_retry_window: config.early_retry_window,
             min_remaining: prompt
                 .and_then(|p| p.min_remaining)
-                .unwrap_or(config.min_remaining),
+                .unwrap_or(config.retry.min_remaining),
             // A committed stream cannot take words back.
             retry_after_output: assembled,
-            jitter: config.backoff_jitter,
+            ..config.retry
         };
         let configured = prompt.and_then(|p| p.deadline).unwrap_or(config.deadline);
         let budget = self

@@ -19,7 +19,8 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValu
 use reqwest::{Client, Method, Request, Url};
 
 use super::{Transport, UpstreamResponse, body_kind, retry_after};
-use crate::config::{Config, Secret, UpstreamProxy};
+use crate::config::settings::invalid;
+use crate::config::{Config, ConfigError, Secret, UpstreamProxy};
 use crate::failure::FailureKind;
 
 /// How an upstream is reached, besides its URL.
@@ -76,7 +77,11 @@ pub struct HttpTransport {
 
 impl HttpTransport {
     /// A transport for `base_url`; errors name the setting at fault.
-    pub fn new(base_url: &str, api_key: &Secret, options: &ClientOptions) -> Result<Self, String> {
+    pub fn new(
+        base_url: &str,
+        api_key: &Secret,
+        options: &ClientOptions,
+    ) -> Result<Self, ConfigError> {
         let url = completions_url(base_url)?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -84,7 +89,10 @@ impl HttpTransport {
         if !api_key.is_empty() {
             let mut bearer = HeaderValue::try_from(format!("Bearer {}", api_key.expose()))
                 .map_err(|_| {
-                    "LADLE_UPSTREAM_API_KEY: holds a character a header cannot carry".to_owned()
+                    invalid(
+                        "LADLE_UPSTREAM_API_KEY",
+                        "holds a character a header cannot carry",
+                    )
                 })?;
             bearer.set_sensitive(true);
             headers.insert(AUTHORIZATION, bearer);
@@ -133,11 +141,11 @@ impl Transport for HttpTransport {
 }
 
 /// Checks the client settings alone, for `check` without an upstream URL.
-pub fn check_options(options: &ClientOptions) -> Result<(), String> {
+pub fn check_options(options: &ClientOptions) -> Result<(), ConfigError> {
     build_client(options).map(drop)
 }
 
-fn build_client(options: &ClientOptions) -> Result<Client, String> {
+fn build_client(options: &ClientOptions) -> Result<Client, ConfigError> {
     let mut builder = Client::builder()
         .use_rustls_tls()
         .redirect(reqwest::redirect::Policy::none())
@@ -156,52 +164,54 @@ fn build_client(options: &ClientOptions) -> Result<Client, String> {
         UpstreamProxy::Off => builder.no_proxy(),
         UpstreamProxy::Url(url) => builder.proxy(
             reqwest::Proxy::all(url.expose())
-                .map_err(|_| "LADLE_UPSTREAM_PROXY: not a usable proxy URL".to_owned())?,
+                .map_err(|_| invalid("LADLE_UPSTREAM_PROXY", "not a usable proxy URL"))?,
         ),
     };
     // The only failures left are TLS set-up ones: a CA certificate rustls refuses.
     builder.build().map_err(|error| {
-        format!(
-            "LADLE_UPSTREAM_CA_FILE: the client cannot be built: {}",
-            describe(&error)
+        let why = describe(&error);
+        invalid(
+            "LADLE_UPSTREAM_CA_FILE",
+            format!("the client cannot be built: {why}"),
         )
     })
 }
 
 /// The certificates of a PEM file; a file without one is an error, not a no-op.
-fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, ConfigError> {
     let key = "LADLE_UPSTREAM_CA_FILE";
-    let pem =
-        std::fs::read(path).map_err(|e| format!("{key}: cannot read {}: {e}", path.display()))?;
-    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
-        .map_err(|e| format!("{key}: {} is not PEM: {}", path.display(), describe(&e)))?;
+    let pem = std::fs::read(path)
+        .map_err(|e| invalid(key, format!("cannot read {}: {e}", path.display())))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        invalid(
+            key,
+            format!("{} is not PEM: {}", path.display(), describe(&e)),
+        )
+    })?;
     if certificates.is_empty() {
-        return Err(format!(
-            "{key}: {} holds no PEM certificate",
-            path.display()
-        ));
+        let why = format!("{} holds no PEM certificate", path.display());
+        return Err(invalid(key, why));
     }
     Ok(certificates)
 }
 
 /// `POST {url}/chat/completions`, the URL's query string kept.
-fn completions_url(base_url: &str) -> Result<Url, String> {
+fn completions_url(base_url: &str) -> Result<Url, ConfigError> {
     // The URL is not echoed: its userinfo or query may hold a secret.
-    let invalid = |why: &str| format!("LADLE_UPSTREAM_URL: the upstream URL {why}");
-    let mut url = Url::parse(base_url).map_err(|e| invalid(&format!("does not parse: {e}")))?;
+    let bad = |why: &str| invalid("LADLE_UPSTREAM_URL", format!("the upstream URL {why}"));
+    let mut url = Url::parse(base_url).map_err(|e| bad(&format!("does not parse: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid("is neither http:// nor https://"));
+        return Err(bad("is neither http:// nor https://"));
     }
     if url.host().is_none() {
-        return Err(invalid("has no host"));
+        return Err(bad("has no host"));
     }
     if !url.username().is_empty() || url.password().is_some() {
         // Not echoed: the URL holds credentials.
-        return Err(
-            "LADLE_UPSTREAM_URL: credentials in the URL are not supported; \
-                    use LADLE_UPSTREAM_API_KEY"
-                .to_owned(),
-        );
+        return Err(invalid(
+            "LADLE_UPSTREAM_URL",
+            "credentials in the URL are not supported; use LADLE_UPSTREAM_API_KEY",
+        ));
     }
     let path = format!("{}/chat/completions", url.path().trim_end_matches('/'));
     url.set_path(&path);
@@ -267,7 +277,11 @@ mod tests {
 
     #[test]
     fn the_completions_url_keeps_the_query_and_drops_a_trailing_slash() {
-        let url = |base: &str| completions_url(base).map(|u| u.to_string());
+        let url = |base: &str| {
+            completions_url(base)
+                .map(|u| u.to_string())
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(
             url("https://x.openai.azure.com/openai/deployments/d/?api-version=2024-06-01"),
             Ok("https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-06-01".into())
@@ -287,11 +301,15 @@ mod tests {
             ca_file: Some(path.into()),
             ..ClientOptions::default()
         };
-        let missing = check_options(&options("/nonexistent/ca.pem")).expect_err("missing");
+        let missing = check_options(&options("/nonexistent/ca.pem"))
+            .expect_err("missing")
+            .to_string();
         assert!(missing.starts_with("LADLE_UPSTREAM_CA_FILE"), "{missing}");
         let empty = std::env::temp_dir().join(format!("ladle-empty-{}.pem", std::process::id()));
         std::fs::write(&empty, "not a certificate\n").expect("write");
-        let none = check_options(&options(&empty.to_string_lossy())).expect_err("empty");
+        let none = check_options(&options(&empty.to_string_lossy()))
+            .expect_err("empty")
+            .to_string();
         assert!(none.contains("no PEM certificate"), "{none}");
         let _ = std::fs::remove_file(empty);
     }

@@ -22,7 +22,7 @@ use futures_util::stream::BoxStream;
 pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
 use self::client::HttpTransport;
-use crate::config::{Secret, UpstreamProxy, UpstreamSettings};
+use crate::config::{ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::failure::FailureKind;
 
 /// One OpenAI-compatible upstream.
@@ -74,7 +74,7 @@ pub struct UpstreamResponse {
 impl Upstream {
     /// An upstream as configured (requests go to `{url}/chat/completions`), through
     /// its own proxy setting.
-    pub fn new(settings: &UpstreamSettings, options: &ClientOptions) -> Result<Self, String> {
+    pub fn new(settings: &UpstreamSettings, options: &ClientOptions) -> Result<Self, ConfigError> {
         let options = ClientOptions {
             proxy: settings.proxy.clone(),
             ..options.clone()

@@ -132,7 +132,7 @@ async fn a_budget_caps_retries_during_an_outage_while_fallbacks_still_go_out() {
     b.fallback(status(503, "{}"));
     let base = gateway(primary_and_backup(&a.url, &b.url), |c| {
         c.breaker = BreakerMode::Off;
-        c.retry_budget = BudgetSettings {
+        c.budget = BudgetSettings {
             ratio: 0.25,
             min_per_s: 0,
             window: Duration::from_secs(10),

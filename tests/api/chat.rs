@@ -92,7 +92,7 @@ async fn an_upstream_whose_port_is_closed_ends_in_upstream_timeout() {
 async fn an_endless_slow_stream_hits_the_deadline_and_the_upstream_socket_is_closed() {
     let app = spawn_app_with(|c| {
         c.deadline = millis(600);
-        c.min_remaining = millis(100);
+        c.retry.min_remaining = millis(100);
     })
     .await;
     let drip = format!("data: {}\n\n", content("滴"));

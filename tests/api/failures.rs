@@ -51,7 +51,7 @@ async fn a_busy_keyword_in_an_error_chunk_is_retried_as_busy() {
 async fn a_role_only_delta_then_a_stall_past_the_early_window_is_still_retried() {
     // Early window 100 ms, idle 300 ms: the stall is noticed after the window, but a
     // role-only delta is not output, so the attempt never started.
-    let app = spawn_app_with(|c| c.early_retry_window = millis(100)).await;
+    let app = spawn_app_with(|c| c.retry.early_retry_window = millis(100)).await;
     app.upstream
         .push([sse(vec![data(&role()), Step::Stall]), sse_answer(&["好"])]);
     let response = app.chat(false).await;
@@ -66,7 +66,7 @@ async fn a_role_only_delta_then_a_stall_past_the_early_window_is_still_retried()
 
 #[tokio::test]
 async fn reasoning_then_a_stall_past_the_early_window_is_not_retried() {
-    let app = spawn_app_with(|c| c.early_retry_window = millis(100)).await;
+    let app = spawn_app_with(|c| c.retry.early_retry_window = millis(100)).await;
     app.upstream.push([
         sse(vec![data(&reasoning("想一想")), Step::Stall]),
         sse_answer(&["好"]),
@@ -105,7 +105,7 @@ async fn slow_503s_give_up_when_the_wait_would_leave_less_than_min_remaining() {
     // ~540 ms would be left, so it gives up at once.
     let app = spawn_app_with(|c| {
         c.deadline = millis(1000);
-        c.min_remaining = millis(600);
+        c.retry.min_remaining = millis(600);
     })
     .await;
     let slow_503 = Script(vec![

@@ -16,9 +16,9 @@ use crate::mock_upstream::*;
 /// immediate fallback is plain to see.
 async fn gateway(upstreams: Vec<UpstreamSettings>) -> String {
     fleet::serve(upstreams, |config| {
-        config.backoff_base = Duration::from_millis(300);
-        config.backoff_max = Duration::from_millis(300);
-        config.min_remaining = Duration::from_millis(500);
+        config.retry.backoff_base = Duration::from_millis(300);
+        config.retry.backoff_max = Duration::from_millis(300);
+        config.retry.min_remaining = Duration::from_millis(500);
     })
     .await
 }

@@ -84,7 +84,6 @@ pub async fn spawn_app_until(
     let upstream = MockUpstream::start().await;
     let prompts_dir = prompts_copy();
     let mut config = fast_config(&prompts_dir);
-    config.upstream_api_key = Secret::new(API_KEY);
     adjust(&mut config);
     let (base, server) = spawn_gateway_until(config, &upstream.url, shutdown).await;
     let app = TestApp {
@@ -112,7 +111,7 @@ pub async fn spawn_gateway_until(
 ) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     config.upstreams = vec![UpstreamSettings::single(
         upstream_url,
-        config.upstream_api_key.clone(),
+        Secret::new(API_KEY),
         config.upstream_proxy.clone(),
     )];
     serve_config(config, shutdown).await

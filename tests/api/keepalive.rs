@@ -12,8 +12,8 @@ use crate::mock_upstream::*;
 async fn app() -> TestApp {
     spawn_app_with(|config| {
         config.stream_keepalive = Some(Duration::from_millis(50));
-        config.backoff_base = Duration::from_millis(150);
-        config.backoff_max = Duration::from_millis(150);
+        config.retry.backoff_base = Duration::from_millis(150);
+        config.retry.backoff_max = Duration::from_millis(150);
     })
     .await
 }
@@ -76,8 +76,8 @@ async fn nothing_is_added_when_output_comes_first() {
 #[tokio::test]
 async fn without_the_setting_a_failing_stream_is_still_a_plain_http_error() {
     let app = spawn_app_with(|config| {
-        config.backoff_base = Duration::from_millis(150);
-        config.backoff_max = Duration::from_millis(150);
+        config.retry.backoff_base = Duration::from_millis(150);
+        config.retry.backoff_max = Duration::from_millis(150);
     })
     .await;
     app.upstream.fallback(status(503, "{}"));

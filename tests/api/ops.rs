@@ -188,7 +188,7 @@ async fn time_spent_in_the_queue_counts_against_the_request_deadline() {
         c.max_inflight = 1;
         c.queue_timeout = Duration::from_secs(5);
         c.deadline = millis(400);
-        c.min_remaining = millis(100);
+        c.retry.min_remaining = millis(100);
     })
     .await;
     let drip = format!("data: {}\n\n", content("滴"));

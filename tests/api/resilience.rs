@@ -51,7 +51,7 @@ async fn the_callers_timeout_shortens_the_deadline() {
 async fn the_callers_timeout_never_lengthens_the_deadline() {
     let app = spawn_app_with(|config| {
         config.deadline = millis(400);
-        config.min_remaining = millis(100);
+        config.retry.min_remaining = millis(100);
     })
     .await;
     app.upstream.fallback(endless_drip());
@@ -112,7 +112,7 @@ fn only_role_deltas() -> Script {
 
 #[tokio::test]
 async fn the_first_output_timeout_fires_while_role_only_deltas_keep_arriving() {
-    let app = spawn_app_with(|config| config.first_output_timeout = Some(millis(200))).await;
+    let app = spawn_app_with(|config| config.timeouts.first_output = Some(millis(200))).await;
     app.upstream
         .push([only_role_deltas(), sse_answer(&["终于"])]);
     let started = Instant::now();
@@ -138,7 +138,7 @@ async fn the_first_output_timeout_fires_while_role_only_deltas_keep_arriving() {
 
 #[tokio::test]
 async fn the_first_output_timeout_stops_counting_at_the_first_output() {
-    let app = spawn_app_with(|config| config.first_output_timeout = Some(millis(100))).await;
+    let app = spawn_app_with(|config| config.timeouts.first_output = Some(millis(100))).await;
     let mut steps = vec![data(&content("先"))];
     for piece in ["慢", "慢", "写"] {
         steps.push(Step::Pause(millis(80)));

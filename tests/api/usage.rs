@@ -89,7 +89,7 @@ async fn after_ladles_own_retries_the_caller_is_told_not_to_retry() {
 #[tokio::test]
 async fn a_lone_busy_attempt_with_no_time_to_retry_lets_the_caller_retry() {
     // 3000 ms deadline, 2990 ms to keep after a 20 ms back-off: no retry fits.
-    let app = spawn_app_with(|config| config.min_remaining = millis(2990)).await;
+    let app = spawn_app_with(|config| config.retry.min_remaining = millis(2990)).await;
     app.upstream
         .fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     let response = app.chat(false).await;

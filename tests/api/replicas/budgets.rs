@@ -13,8 +13,8 @@ async fn the_fleet_shares_one_retry_budget_per_upstream_during_an_outage() {
     ));
     // No earned retries, a floor of 4 per window, two attempts per request.
     let tight = |c: &mut Config| {
-        c.max_attempts = 2;
-        c.retry_budget = BudgetSettings {
+        c.retry.max_attempts = 2;
+        c.budget = BudgetSettings {
             ratio: 0.0,
             min_per_s: 1,
             window: Duration::from_secs(4),

@@ -53,7 +53,6 @@ impl Replica {
             std::fs::write(prompts_dir.join(format!("{name}.toml")), text).expect("extra prompt");
         }
         let mut config = fast_config(&prompts_dir);
-        config.upstream_api_key = Secret::new(API_KEY);
         config.admin_token = Some(Secret::new(TOKEN));
         config.redis = Some(redis_settings(redis));
         adjust(&mut config);
