@@ -40,9 +40,9 @@ impl StreamError {
     }
 }
 
-/// Everything a client can be told went wrong. Serializable, so a run's error
-/// can reach a repeat waiting on another replica (contract 6.6, 6.7).
-#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
+/// Everything a client can be told went wrong. (What a store keeps of one is
+/// its own type: `idempotency::record`.)
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
     /// The body is not valid JSON, or not the right shape.
     #[error("invalid request: {0}")]

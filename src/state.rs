@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::breaker::{Breaker, State};
+use crate::budget::shared::FleetBudgets;
 use crate::budget::{self, Budget, RetryBudget, SharedBudget};
 use crate::completion::{SharedUpstreams, UpstreamGuards};
 use crate::config::settings::invalid;
@@ -47,59 +48,23 @@ impl AppState {
     /// State for a config: its upstreams (`LADLE_UPSTREAMS`, or the single-upstream
     /// settings) with their clients built, and prompts from `LADLE_PROMPTS_DIR`.
     pub fn new(config: Config) -> Result<Self, StartError> {
-        let upstreams = build_upstreams(&config)?;
         let metrics = Metrics::new();
         let background = Background::new();
         let redis = match &config.redis {
             Some(settings) => Some(Redis::new(settings, metrics.clone())?),
             None => None,
         };
-        let breakers = config.breaker.applies(upstreams.len());
-        let now = Instant::now();
-        let mut shared_budgets = Vec::new();
-        let guards = upstreams
-            .iter()
-            .map(|upstream| {
-                metrics.register_upstream(&upstream.name);
-                if breakers {
-                    metrics.breaker_state(&upstream.name, State::Closed.gauge());
-                }
-                let budget: Arc<Mutex<dyn Budget>> = if redis.is_some() {
-                    let shared = Arc::new(Mutex::new(SharedBudget::new(config.budget)));
-                    shared_budgets.push((upstream.name.clone(), shared.clone()));
-                    shared
-                } else {
-                    Arc::new(Mutex::new(RetryBudget::new(config.budget)))
-                };
-                UpstreamGuards {
-                    breaker: breakers
-                        .then(|| Mutex::new(Breaker::new(config.breaker_settings, now))),
-                    budget,
-                }
-            })
-            .collect();
-        let shared = SharedUpstreams {
-            upstreams,
-            guards,
-            timeouts: config.timeouts,
-            busy_keywords: config.busy_keywords.clone(),
-            inflight: Arc::new(Semaphore::new(config.max_inflight)),
-            queue_timeout: config.queue_timeout,
-            metrics: metrics.clone(),
-        };
-        let shared = Arc::new(shared);
+        let (upstreams, fleet_budgets) = shared_upstreams(&config, &metrics, redis.is_some())?;
         let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
         {
             Some(redis) => {
                 let window = config.budget.window;
-                budget::shared::share(&shared_budgets, redis.clone(), window, &background);
+                budget::shared::share(&fleet_budgets, redis.clone(), window, &background);
+                let idempotency =
+                    RedisIdempotency::new(redis.clone(), config.idempotency, &background);
                 (
                     Arc::new(RedisPrompts::open(redis.clone(), &config.prompts_dir)),
-                    Arc::new(RedisIdempotency::new(
-                        redis.clone(),
-                        config.idempotency,
-                        &background,
-                    )),
+                    Arc::new(idempotency),
                 )
             }
             None => (
@@ -109,7 +74,7 @@ impl AppState {
         };
         Ok(AppState {
             config: Arc::new(config),
-            upstreams: shared,
+            upstreams,
             prompts,
             metrics,
             idempotency,
@@ -117,6 +82,47 @@ impl AppState {
             background,
         })
     }
+}
+
+/// The upstreams with their breakers and budgets (shared with the fleet when
+/// `fleet`: those budgets come back too, for their sharing rounds).
+fn shared_upstreams(
+    config: &Config,
+    metrics: &Metrics,
+    fleet: bool,
+) -> Result<(Arc<SharedUpstreams>, FleetBudgets), ConfigError> {
+    let upstreams = build_upstreams(config)?;
+    let breakers = config.breaker.applies(upstreams.len());
+    let now = Instant::now();
+    let mut fleet_budgets = Vec::new();
+    let guards = upstreams
+        .iter()
+        .map(|upstream| {
+            metrics.register_upstream(&upstream.name);
+            if breakers {
+                metrics.breaker_state(&upstream.name, State::Closed.gauge());
+            }
+            let budget: Arc<Mutex<dyn Budget>> = if fleet {
+                let shared = Arc::new(Mutex::new(SharedBudget::new(config.budget)));
+                fleet_budgets.push((upstream.name.clone(), shared.clone()));
+                shared
+            } else {
+                Arc::new(Mutex::new(RetryBudget::new(config.budget)))
+            };
+            let breaker = breakers.then(|| Mutex::new(Breaker::new(config.breaker_settings, now)));
+            UpstreamGuards { breaker, budget }
+        })
+        .collect();
+    let shared = SharedUpstreams {
+        upstreams,
+        guards,
+        timeouts: config.timeouts,
+        busy_keywords: config.busy_keywords.clone(),
+        inflight: Arc::new(Semaphore::new(config.max_inflight)),
+        queue_timeout: config.queue_timeout,
+        metrics: metrics.clone(),
+    };
+    Ok((Arc::new(shared), fleet_budgets))
 }
 
 /// Every configured upstream with its client; an error names the upstream when

@@ -5,6 +5,7 @@
 //! (a fleet's, with memory while Redis is away).
 
 mod memory;
+mod record;
 mod redis;
 mod run;
 

@@ -24,6 +24,7 @@ use redis::Script;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::record::FailedRun;
 use super::{IdempotencyStore, Limits, Lookup, MemoryStore, Outcome, RunSlot};
 use crate::background::{Background, Continue};
 use crate::error::ApiError;
@@ -204,8 +205,8 @@ async fn wait(
                     return Some(Ok(Arc::new(serde_json::from_str(&body?).ok()?)));
                 }
                 (Some("failed"), true) => {
-                    let (error, attempts): (ApiError, u32) = serde_json::from_str(&error?).ok()?;
-                    return Some(Err((error, attempts)));
+                    let failed: FailedRun = serde_json::from_str(&error?).ok()?;
+                    return Some(Err(failed.into_error()?));
                 }
                 _ => {}
             }
@@ -296,7 +297,7 @@ impl RunSlot for Slot {
     }
 
     fn fail(mut self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()> {
-        let text = serde_json::to_string(&(error, attempts)).unwrap_or_default();
+        let text = serde_json::to_string(&FailedRun::new(&error, attempts)).unwrap_or_default();
         self.report("failed", text, FAILED_FOR, None)
     }
 

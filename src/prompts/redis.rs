@@ -152,7 +152,7 @@ impl RedisPrompts {
     /// Loads Redis's prompts if their version moved since the copy was made.
     async fn follow(&self) -> Result<(), RedisDown> {
         let _one_at_a_time = self.following.lock().await;
-        let [text, _, updated, version, seeded] = self.keys();
+        let [_, _, _, version, seeded] = self.keys();
         let at: (Option<String>, Option<i64>) = self
             .redis
             .call("prompts_version", CALL_TIMEOUT, |mut c| {
@@ -173,6 +173,13 @@ impl RedisPrompts {
             (None, _) => self.seed().await?,
             _ => {}
         }
+        self.load().await
+    }
+
+    /// Loads Redis's prompts into the copy (a prompt that does not parse is
+    /// skipped and logged).
+    async fn load(&self) -> Result<(), RedisDown> {
+        let [text, _, updated, version, seeded] = self.keys();
         type Loaded = (
             BTreeMap<String, String>,
             BTreeMap<String, u64>,
