@@ -52,7 +52,7 @@ fn router(state: AppState) -> Router {
         .layer(ObserveLayer::new(
             state.metrics.clone(),
             Bounds {
-                budget: state.config.body_read_timeout,
+                time: state.config.body_read_timeout,
                 max_bytes: state.config.max_body_bytes,
             },
         ))

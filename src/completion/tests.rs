@@ -98,7 +98,7 @@ fn policy(deadline_min_remaining: Duration) -> RetryPolicy {
 /// relative to the request's start.
 async fn run(
     answers: Vec<Fake>,
-    budget: Duration,
+    allowed: Duration,
     policy: RetryPolicy,
 ) -> (Vec<Progress>, Vec<Duration>) {
     let transport = Arc::new(Scripted::default());
@@ -127,7 +127,7 @@ async fn run(
     let job = Job {
         body: Bytes::from_static(b"{}"),
         policy,
-        deadline: Deadline::after(started, budget),
+        deadline: Deadline::after(started, allowed),
         output: None,
         request_id: "test".into(),
         route: CompletionRoute::Chat,

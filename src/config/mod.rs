@@ -66,7 +66,7 @@ pub struct Config {
     pub admin_token: Option<Secret>,
     /// An attempt's idle and first-output timeouts.
     pub timeouts: AttemptTimeouts,
-    /// Whole-request budget for `/v1/chat/completions`.
+    /// Whole-request deadline for `/v1/chat/completions`, from arrival.
     pub deadline: Duration,
     /// The retry policy (a task brings its own `min_remaining`).
     pub retry: RetryPolicy,

@@ -34,7 +34,7 @@ use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::error::{ErrorCode, StreamError};
 
-/// What a completion route adds to its request's log line: the effective budget,
+/// What a completion route adds to its request's log line: the effective deadline,
 /// and with an `Idempotency-Key` the key and what it led to.
 #[derive(Debug, Clone, Default)]
 pub struct CompletionNote {
@@ -97,7 +97,7 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         let arrived = Instant::now();
         request.extensions_mut().insert(Arrival(arrived));
-        let seen = Arrived {
+        let seen = Seen {
             metrics: self.layer.metrics.clone(),
             route: request.extensions().get::<MatchedPath>().cloned(),
             request_id: RequestId::of(&request),
@@ -117,12 +117,12 @@ pin_project_lite::pin_project! {
     pub struct Observing<F> {
         #[pin]
         inner: F,
-        arrived: Option<Arrived>,
+        arrived: Option<Seen>,
     }
 }
 
 /// What is known of a request before its handler answers.
-struct Arrived {
+struct Seen {
     metrics: Metrics,
     /// The matched route (a shared string); `None` is counted as "unmatched".
     route: Option<MatchedPath>,
@@ -205,7 +205,7 @@ impl http_body::Body for Observed {
 
 /// What is known about a request once its head is out.
 struct Record {
-    seen: Arrived,
+    seen: Seen,
     status: u16,
     error: Option<&'static str>,
     /// Where a `200` stream's relay writes the error it ended with, if any.

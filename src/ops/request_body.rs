@@ -2,7 +2,7 @@
 //! `LADLE_BODY_READ_TIMEOUT_MS` of the request's arrival, and hold at most
 //! `LADLE_MAX_BODY_BYTES`.
 //!
-//! The time budget is one deadline for the whole body, not a timer reset by each
+//! The time allowed is one deadline for the whole body, not a timer reset by each
 //! piece (as tower-http's `RequestBodyTimeoutLayer` is): a client trickling one byte
 //! at a time would otherwise hold a connection and a handler for as long as it
 //! likes. The size is checked here rather than by axum's `DefaultBodyLimit`, which
@@ -34,17 +34,17 @@ pub struct BodyTooLarge(pub usize);
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
     /// Time allowed from the request's arrival.
-    pub budget: Duration,
+    pub time: Duration,
     /// Bytes allowed.
     pub max_bytes: usize,
 }
 
-/// Bounds the request body: `budget` from the request's arrival, `max_bytes` in all.
+/// Bounds the request body: `time` from the request's arrival, `max_bytes` in all.
 pub fn bound(request: Request, arrived: Instant, bounds: Bounds) -> Request {
     request.map(|body| {
         Body::new(Bounded {
             inner: body,
-            deadline: arrived + bounds.budget,
+            deadline: arrived + bounds.time,
             timer: None,
             left: bounds.max_bytes,
             max_bytes: bounds.max_bytes,
@@ -141,7 +141,7 @@ mod tests {
         let stream = futures_util::stream::iter(pieces.into_iter().map(Ok::<_, std::io::Error>));
         let request = Request::new(Body::from_stream(stream));
         let bounds = Bounds {
-            budget: Duration::from_secs(60),
+            time: Duration::from_secs(60),
             max_bytes,
         };
         bound(request, Instant::now(), bounds).into_body()
@@ -167,7 +167,7 @@ mod tests {
     async fn a_declared_length_over_the_limit_fails_before_any_byte_is_read() {
         let request = Request::new(Body::from("0123456789"));
         let bounds = Bounds {
-            budget: Duration::from_secs(60),
+            time: Duration::from_secs(60),
             max_bytes: 9,
         };
         let mut body = bound(request, Instant::now(), bounds).into_body();
@@ -183,7 +183,7 @@ mod tests {
     async fn a_body_that_stops_arriving_times_out_at_its_deadline() {
         let stream = futures_util::stream::pending::<Result<Bytes, std::io::Error>>();
         let bounds = Bounds {
-            budget: Duration::from_secs(3),
+            time: Duration::from_secs(3),
             max_bytes: 100,
         };
         let started = Instant::now();

@@ -13,7 +13,7 @@ use crate::relay::{Reply, ResponseShape};
 use crate::state::AppState;
 
 /// A keyed request's completion: run here, or answered from another request's run.
-pub enum Keyed {
+pub enum KeyLookup {
     /// The answer, from a kept result or a run this request waited for.
     Answered(Response),
     /// This request runs; its outcome goes to the slot.
@@ -30,7 +30,7 @@ pub async fn look_up(
     reply: &Reply,
     deadline: Instant,
     note: &mut CompletionNote,
-) -> Result<Keyed, ApiError> {
+) -> Result<KeyLookup, ApiError> {
     // Chat's `stream` only picks the answer's shape; a task's variable of that name
     // is part of the request.
     let chat = matches!(
@@ -52,9 +52,9 @@ pub async fn look_up(
     note.idempotency_key = Some(key.to_owned());
     note.idempotency = Some(outcome);
     match found {
-        Lookup::Kept(kept) => Ok(Keyed::Answered(replay::replay(&kept, reply.shape))),
+        Lookup::Kept(kept) => Ok(KeyLookup::Answered(replay::replay(&kept, reply.shape))),
         Lookup::Reused => Err(ApiError::IdempotencyKeyReused),
-        Lookup::Wait(outcome) => Ok(Keyed::Answered(
+        Lookup::Wait(outcome) => Ok(KeyLookup::Answered(
             replay::wait(Waiting {
                 outcome,
                 deadline,
@@ -64,6 +64,6 @@ pub async fn look_up(
             })
             .await,
         )),
-        Lookup::Run(slot) => Ok(Keyed::Runs(slot)),
+        Lookup::Run(slot) => Ok(KeyLookup::Runs(slot)),
     }
 }

@@ -56,13 +56,13 @@ impl Call {
             ..config.retry
         };
         let configured = prompt.and_then(|p| p.deadline).unwrap_or(config.deadline);
-        let budget = self
+        let allowed = self
             .timeout
             .map_or(configured, |asked| asked.min(configured));
         Job {
             body: self.body.clone(),
             policy,
-            deadline: Deadline::after(self.arrived, budget),
+            deadline: Deadline::after(self.arrived, allowed),
             output: prompt.map(|p| p.output),
             request_id: self.reply.request_id.clone(),
             route: self.reply.route.clone(),
@@ -93,8 +93,8 @@ pub async fn complete(
             let looked_up =
                 keyed::look_up(app, key, &path, identity, &call.reply, deadline.at, note);
             match looked_up.await? {
-                keyed::Keyed::Answered(response) => return Ok(response),
-                keyed::Keyed::Runs(slot) => {
+                keyed::KeyLookup::Answered(response) => return Ok(response),
+                keyed::KeyLookup::Runs(slot) => {
                     let reply = call.reply.clone();
                     let keep = move |finished: &_| reply.body(finished);
                     Either::Right(idempotency::detached(run(), slot, keep, &app.background))

@@ -56,7 +56,7 @@ pub enum GiveUp {
     Throttled,
 }
 
-/// The one budget a request has, fixed when it arrived and shared by every attempt,
+/// The one deadline a request has, fixed when it arrived and shared by every attempt,
 /// every wait and every read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline {
@@ -67,15 +67,15 @@ pub struct Deadline {
 }
 
 impl Deadline {
-    /// A deadline `budget` after `started`.
-    pub fn after(started: Instant, budget: Duration) -> Self {
+    /// A deadline `allowed` after `started`.
+    pub fn after(started: Instant, allowed: Duration) -> Self {
         Deadline {
             started,
-            at: started + budget,
+            at: started + allowed,
         }
     }
 
-    /// Budget left at `now` (zero once passed).
+    /// Time left at `now` (zero once passed).
     pub fn remaining(&self, now: Instant) -> Duration {
         self.at.saturating_duration_since(now)
     }
@@ -93,7 +93,7 @@ pub struct RetryPolicy {
     pub backoff_max: Duration,
     /// `Other` failures are retried once, only when attempt 1 failed within this window.
     pub early_retry_window: Duration,
-    /// A busy/not-started retry must leave at least this much budget after its wait.
+    /// A busy/not-started retry must leave at least this much time after its wait.
     pub min_remaining: Duration,
     /// Whether a retry may follow output the caller has already seen. A committed
     /// OpenAI stream cannot take its words back, so it never retries after output.

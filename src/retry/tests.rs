@@ -17,10 +17,11 @@ fn contract_defaults() -> RetryPolicy {
     }
 }
 
-/// Decides for a failure `elapsed` into a request with a `budget` deadline.
-fn decide(policy: RetryPolicy, failed: Failed, elapsed: Duration, budget: Duration) -> Decision {
+/// Decides for a failure `elapsed` into a request whose deadline is `allowed`
+/// after its arrival.
+fn decide(policy: RetryPolicy, failed: Failed, elapsed: Duration, allowed: Duration) -> Decision {
     let base = Instant::now();
-    policy.decide(failed, base + elapsed, Deadline::after(base, budget), 0.5)
+    policy.decide(failed, base + elapsed, Deadline::after(base, allowed), 0.5)
 }
 
 /// A failure whose retry would go back to the same upstream, budget to spare.
@@ -168,7 +169,7 @@ fn busy_and_not_started_wait_for_the_backoff() {
 
 #[test]
 fn busy_retry_gives_up_when_the_wait_would_leave_too_little_time() {
-    // 120 s budget, 85 s gone, 2 s wait: 33 s left ≥ 30 s → wait.
+    // 120 s deadline, 85 s gone, 2 s wait: 33 s left ≥ 30 s → wait.
     let ok = decide(
         contract_defaults(),
         failed(1, FailureClass::Busy),

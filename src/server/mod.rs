@@ -125,7 +125,7 @@ async fn serve_connections(
     .await
 }
 
-/// The longest budget any request can have now: chat's, or a task's own.
+/// The longest deadline any request can have now: chat's, or a task's own.
 fn longest_deadline(state: &AppState) -> Duration {
     state
         .prompts
