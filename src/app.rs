@@ -10,6 +10,7 @@ use hyper::body::Incoming;
 use tower::{Service, ServiceBuilder};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
+use crate::completion::CompletionRoute;
 use crate::ops::observe::ObserveLayer;
 use crate::ops::request_body::Bounds;
 use crate::ops::request_id::{HEADER, MakeIds};
@@ -41,8 +42,8 @@ pub fn app(
 /// Every route, each observed.
 fn router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(routes::chat::completions))
-        .route("/v1/tasks/{name}", post(routes::tasks::run))
+        .route(CompletionRoute::CHAT, post(routes::chat::completions))
+        .route(CompletionRoute::TASK, post(routes::tasks::run))
         .route("/healthz", get(routes::ops::healthz))
         .route("/readyz", get(routes::ops::readyz))
         .route("/metrics", get(routes::ops::metrics))

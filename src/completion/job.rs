@@ -36,11 +36,29 @@ pub enum CompletionRoute {
 }
 
 impl CompletionRoute {
-    /// The route's path pattern, as logs and metrics name it.
+    /// The chat route's path.
+    pub const CHAT: &'static str = "/v1/chat/completions";
+    /// The task route's path pattern.
+    pub const TASK: &'static str = "/v1/tasks/{name}";
+
+    /// The route's path pattern, as the router, logs and metrics name it.
     pub fn path(&self) -> &'static str {
         match self {
-            CompletionRoute::Chat => "/v1/chat/completions",
-            CompletionRoute::Task(_) => "/v1/tasks/{name}",
+            CompletionRoute::Chat => Self::CHAT,
+            CompletionRoute::Task(_) => Self::TASK,
+        }
+    }
+
+    /// Whether a matched path pattern is a completion route's.
+    pub fn is_pattern(pattern: &str) -> bool {
+        pattern == Self::CHAT || pattern == Self::TASK
+    }
+
+    /// The path the request came in on (a task's name filled in).
+    pub fn request_path(&self) -> String {
+        match self {
+            CompletionRoute::Chat => Self::CHAT.to_owned(),
+            CompletionRoute::Task(name) => format!("/v1/tasks/{name}"),
         }
     }
 

@@ -32,6 +32,7 @@ use tower::{Layer, Service};
 use super::metrics::Metrics;
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
+use crate::completion::CompletionRoute;
 use crate::error::{ErrorCode, StreamError};
 
 /// What a completion route adds to its request's log line: the effective deadline,
@@ -144,9 +145,10 @@ where
             .arrived
             .take()
             .expect("an observed request is answered once");
-        let completion_route = seen.route.as_ref().is_some_and(|route| {
-            matches!(route.as_str(), "/v1/chat/completions" | "/v1/tasks/{name}")
-        });
+        let completion_route = seen
+            .route
+            .as_ref()
+            .is_some_and(|route| CompletionRoute::is_pattern(route.as_str()));
         let mut response = crate::error::render_error(response, &seen.request_id, completion_route);
         let note = response.extensions_mut().remove::<CompletionNote>();
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);

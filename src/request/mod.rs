@@ -15,7 +15,7 @@ use futures_util::future::Either;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::completion::{Completion, CompletionRoute, Job};
+use crate::completion::{Completion, Job};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::idempotency;
@@ -86,10 +86,7 @@ pub async fn complete(
     let progress = match &call.key {
         None => Either::Left(run()),
         Some((key, identity)) => {
-            let path = match &call.reply.route {
-                CompletionRoute::Chat => "/v1/chat/completions".to_owned(),
-                CompletionRoute::Task(name) => format!("/v1/tasks/{name}"),
-            };
+            let path = call.reply.route.request_path();
             let looked_up =
                 keyed::look_up(app, key, &path, identity, &call.reply, deadline.at, note);
             match looked_up.await? {
