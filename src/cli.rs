@@ -50,10 +50,27 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let warnings =
+        config.warnings(std::env::vars_os().filter_map(|(name, _)| name.into_string().ok()));
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Check => check(&config),
-        Command::Serve => exit_code(serve(config)),
-        Command::Demo => exit_code(run_async(run_demo(config))),
+        Command::Check => check(&config, &warnings),
+        Command::Serve => {
+            telemetry::init(config.log_format);
+            warn_all(&warnings);
+            exit_code(serve(config))
+        }
+        Command::Demo => {
+            telemetry::init(config.log_format);
+            warn_all(&warnings);
+            exit_code(run_async(run_demo(config)))
+        }
+    }
+}
+
+/// One log line per warning of the configuration.
+fn warn_all(warnings: &[String]) {
+    for warning in warnings {
+        tracing::warn!("{warning}");
     }
 }
 
@@ -90,7 +107,6 @@ fn run_async(work: impl std::future::Future<Output = Result<(), String>>) -> Res
 /// `serve`: the gateway on one thread per worker (`LADLE_WORKERS`, default one per
 /// CPU core), each with its own runtime; see `server::serve_on_threads`.
 fn serve(config: Config) -> Result<(), String> {
-    telemetry::init(config.log_format);
     if config.upstreams.is_empty() {
         return Err(
             "LADLE_UPSTREAM_URL (or LADLE_UPSTREAMS) is required for `serve` \
@@ -109,7 +125,6 @@ fn serve(config: Config) -> Result<(), String> {
 }
 
 async fn run_demo(mut config: Config) -> Result<(), String> {
-    telemetry::init(config.log_format);
     let shutdown = shutdown_signal();
     let url = demo::start(DemoOptions::default())
         .await
@@ -168,8 +183,11 @@ curl -s {base}/metrics | grep ladle_
     )
 }
 
-fn check(config: &Config) -> ExitCode {
+fn check(config: &Config, warnings: &[String]) -> ExitCode {
     let mut out = std::io::stdout();
+    for warning in warnings {
+        let _ = writeln!(out, "warning {warning}");
+    }
     let store = FileStore::open(&config.prompts_dir);
     let broken = store.broken();
     let loaded = store.list();

@@ -19,9 +19,10 @@ pub struct Job {
     pub request_id: String,
     /// For logs: the route it came in on.
     pub route: CompletionRoute,
-    /// Whether to keep the upstream's completion id and model: a whole answer
-    /// reports them, while a relayed stream carries them in its own chunks.
-    pub wants_meta: bool,
+    /// `Some(bytes)`: ladle assembles the answer itself, at most this much text
+    /// per choice (`LADLE_MAX_ANSWER_BYTES`), and keeps the upstream's completion
+    /// id and model for it; `None`: a relayed stream, whose chunks carry all that.
+    pub answer_limit: Option<usize>,
     /// The model sent upstream, for the token counts.
     pub model: String,
 }

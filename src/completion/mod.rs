@@ -92,6 +92,7 @@ impl Completion {
     /// Prepares a completion; nothing happens until it is polled.
     pub fn new(shared: Arc<SharedUpstreams>, job: Job) -> Self {
         Completion {
+            answer: Answer::new(job.answer_limit),
             job,
             phase: Phase::Queued(None),
             order: None,
@@ -99,7 +100,6 @@ impl Completion {
             last_failure: None,
             attempt: 0,
             permit: None,
-            answer: Answer::default(),
             first_output_seen: false,
             sleep: None,
             queued: Duration::ZERO,
@@ -167,11 +167,11 @@ impl Completion {
             self.shared.first_attempt(order.current(), now);
         }
         self.attempt += 1;
-        self.answer = Answer::default();
+        self.answer = Answer::new(self.job.answer_limit);
         let upstream = self.shared.upstreams[order.current()].clone();
         let body = upstream.body_for(&self.job.body, &self.job.model);
         let timers = Timers::new(self.shared.timeouts, self.job.deadline);
-        let open = Attempt::open(upstream, body, timers, self.job.wants_meta);
+        let open = Attempt::open(upstream, body, timers, self.job.answer_limit.is_some());
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)
     }
@@ -215,7 +215,9 @@ impl Completion {
     }
 
     fn on_chunk(&mut self, received: Received) -> Progress {
-        self.answer.absorb(&received.chunk);
+        if let Err(overflow) = self.answer.absorb(&received.chunk) {
+            return self.on_failure(AttemptFailure::new(FailureKind::from(overflow)));
+        }
         // Usage comes once per answer at most: the upstream is looked up only then.
         if let Some(usage) = &received.chunk.usage
             && let Some(upstream) = self.upstream()
@@ -235,7 +237,7 @@ impl Completion {
     fn on_end(&mut self) -> Progress {
         let output = match self.job.output {
             None => None,
-            Some(kind) => match normalize::normalize(kind, &self.answer.content) {
+            Some(kind) => match normalize::normalize(kind, self.answer.content()) {
                 Ok(value) => Some(value),
                 Err(invalid) => {
                     return self.on_failure(AttemptFailure::new(FailureKind::InvalidOutput(
@@ -248,13 +250,11 @@ impl Completion {
         self.log_attempt(Outcome::Ok, None, None, false);
         self.count_attempt(Outcome::Ok, Counted::Success);
         self.phase = Phase::Over;
-        let answer = std::mem::take(&mut self.answer);
+        let answer = std::mem::replace(&mut self.answer, Answer::new(None));
         let upstream = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
         let model = self.model_sent().to_owned();
         Progress::Finished(Box::new(Finished {
-            content: answer.content,
-            reasoning: answer.reasoning,
-            finish_reason: answer.finish_reason,
+            choices: answer.choices,
             usage: answer.usage,
             meta: answer.meta,
             output,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::answer::ChoiceAnswer;
 use super::attempt::Received;
 use crate::error::ApiError;
 use crate::failure::RetryReason;
@@ -39,12 +40,8 @@ pub enum Progress {
 /// A whole answer.
 #[derive(Debug, Clone)]
 pub struct Finished {
-    /// All content of the successful attempt.
-    pub content: String,
-    /// All reasoning of the successful attempt.
-    pub reasoning: String,
-    /// The upstream's finish reason.
-    pub finish_reason: Option<String>,
+    /// Every choice of the successful attempt, by `index` as first seen.
+    pub choices: Vec<ChoiceAnswer>,
     /// The upstream's usage report.
     pub usage: Option<Value>,
     /// The upstream completion's id and model.

@@ -131,7 +131,7 @@ async fn run(
         output: None,
         request_id: "test".into(),
         route: CompletionRoute::Chat,
-        wants_meta: true,
+        answer_limit: Some(4 << 20),
         model: "m".into(),
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(shared), job)

@@ -30,6 +30,10 @@ pub use resilience::BreakerMode;
 pub use secret::Secret;
 pub use upstreams::UpstreamSettings;
 
+/// The most worker threads `serve` may run (`LADLE_WORKERS`): each has its own
+/// runtime, client pool and stacks.
+pub const MAX_WORKERS: usize = 256;
+
 /// The default busy keywords of the contract.
 pub const DEFAULT_BUSY_KEYWORDS: &str = "访问量较大,访问量过大,请求过多,稍后重试,稍后再试,暂时不可用,繁忙,overloaded,unavailable,busy,rate limit,too many requests";
 
@@ -87,6 +91,8 @@ pub struct Config {
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Largest answer ladle assembles itself (content and reasoning, per choice).
+    pub max_answer_bytes: usize,
     /// Concurrent upstream calls.
     pub max_inflight: usize,
     /// Longest wait for an upstream slot.
@@ -188,6 +194,7 @@ impl Config {
             idempotency: crate::idempotency::Limits {
                 ttl: src.get::<Millis>("LADLE_IDEMPOTENCY_TTL_MS")?.0,
                 max_entries: src.get("LADLE_IDEMPOTENCY_MAX_ENTRIES")?,
+                max_bytes: src.get("LADLE_IDEMPOTENCY_MAX_BYTES")?,
             },
             breaker,
             breaker_settings,
@@ -195,6 +202,7 @@ impl Config {
             redis: fleet::load(&src)?,
             busy_keywords: BusyKeywords::parse(&src.get::<String>("LADLE_BUSY_KEYWORDS")?),
             max_body_bytes: src.get("LADLE_MAX_BODY_BYTES")?,
+            max_answer_bytes: src.get("LADLE_MAX_ANSWER_BYTES")?,
             max_inflight: src.get("LADLE_MAX_INFLIGHT")?,
             queue_timeout: src.get::<Millis>("LADLE_QUEUE_TIMEOUT_MS")?.0,
             log_format: src.get("LADLE_LOG_FORMAT")?,
@@ -212,6 +220,30 @@ impl Config {
         }
         config.validate()?;
         Ok(config)
+    }
+
+    /// What is worth a warning at start, though it does not stop start-up: the
+    /// `LADLE_*` variables among `variables` that are no setting (all named in one
+    /// line), and an admin token shorter than 16 characters.
+    pub fn warnings(&self, variables: impl IntoIterator<Item = String>) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let unknown = settings::unknown_variables(variables);
+        if !unknown.is_empty() {
+            warnings.push(format!(
+                "unknown LADLE_ variables (typos?), ignored: {}",
+                unknown.join(", ")
+            ));
+        }
+        if let Some(token) = &self.admin_token
+            && token.expose().chars().count() < 16
+        {
+            warnings.push(
+                "LADLE_ADMIN_TOKEN is shorter than 16 characters: anyone who can reach \
+                 the admin API could guess it"
+                    .to_owned(),
+            );
+        }
+        warnings
     }
 
     /// Worker threads `serve` runs: `LADLE_WORKERS`, or one per CPU core for 0.
@@ -240,9 +272,16 @@ impl Config {
             ("LADLE_MAX_ATTEMPTS", self.retry.max_attempts as usize),
             ("LADLE_MAX_INFLIGHT", self.max_inflight),
             ("LADLE_MAX_BODY_BYTES", self.max_body_bytes),
+            ("LADLE_MAX_ANSWER_BYTES", self.max_answer_bytes),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
             return Err(invalid(key, "must be at least 1"));
+        }
+        if self.workers > MAX_WORKERS {
+            return Err(invalid(
+                "LADLE_WORKERS",
+                format!("must be at most {MAX_WORKERS}"),
+            ));
         }
         if !(0.0..=1.0).contains(&self.retry.jitter) {
             return Err(invalid("LADLE_BACKOFF_JITTER", "must be between 0 and 1"));

@@ -246,3 +246,38 @@ fn redis_is_off_by_default_and_its_url_is_checked_without_being_echoed() {
     ]);
     assert_eq!(error_key(Config::load(None, &spaced)), "LADLE_REDIS_PREFIX");
 }
+
+#[test]
+fn too_many_workers_stop_start_up_naming_the_key() {
+    assert_eq!(
+        error_key(Config::load(None, &env_of(&[("LADLE_WORKERS", "100000")]))),
+        "LADLE_WORKERS"
+    );
+    let most = Config::load(None, &env_of(&[("LADLE_WORKERS", "256")])).expect("256 is fine");
+    assert_eq!(most.workers, 256);
+}
+
+#[test]
+fn unknown_variables_are_named_in_one_warning_and_a_short_token_is_warned_about() {
+    let config = Config::load(None, &env_of(&[("LADLE_ADMIN_TOKEN", "zq9-tok")])).expect("valid");
+    let names = [
+        "LADLE_IDLE_TIMEOUT",
+        "PATH",
+        "LADLE_MODEL",
+        "LADLE_DEADLNE_MS",
+    ];
+    let warnings = config.warnings(names.map(String::from));
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("LADLE_IDLE_TIMEOUT, LADLE_DEADLNE_MS"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains("LADLE_ADMIN_TOKEN"), "{warnings:?}");
+    assert!(
+        !warnings[1].contains("zq9-tok"),
+        "the token is never quoted"
+    );
+    let long =
+        Config::load(None, &env_of(&[("LADLE_ADMIN_TOKEN", "0123456789abcdef")])).expect("valid");
+    assert_eq!(long.warnings(Vec::new()), Vec::<String>::new());
+}

@@ -109,6 +109,7 @@ impl AttemptFailure {
         let class = self.class(output_began, busy);
         let outcome = match (class, &self.kind) {
             (_, FailureKind::Deadline) => Outcome::Deadline,
+            (_, FailureKind::AnswerTooLarge(_)) => Outcome::Failed,
             (FailureClass::Busy, _) => Outcome::Busy,
             (FailureClass::NotStarted, _) => Outcome::NotStarted,
             (FailureClass::Final, _) => Outcome::Rejected,
@@ -162,7 +163,8 @@ impl AttemptFailure {
             }
             FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly => Other,
             FailureKind::Protocol(_) | FailureKind::InvalidOutput(_) => Other,
-            FailureKind::Deadline => Final,
+            // More of the same would not be smaller.
+            FailureKind::AnswerTooLarge(_) | FailureKind::Deadline => Final,
         }
     }
 
@@ -181,6 +183,7 @@ impl AttemptFailure {
             },
             (FailureClass::NotStarted, _) => ApiError::UpstreamTimeout,
             (_, FailureKind::Tls(why)) => ApiError::UpstreamTls(why),
+            (_, FailureKind::AnswerTooLarge(limit)) => ApiError::AnswerTooLarge(limit),
             (FailureClass::Final, FailureKind::Status { status, .. }) => {
                 ApiError::UpstreamRejected(status)
             }

@@ -47,6 +47,8 @@ pub enum FailureKind {
     Protocol(String),
     /// The model's text could not be turned into the task's output.
     InvalidOutput(String),
+    /// An answer ladle assembles grew past `LADLE_MAX_ANSWER_BYTES` (this many).
+    AnswerTooLarge(usize),
     /// The request's deadline passed.
     Deadline,
 }
@@ -76,7 +78,8 @@ impl FailureKind {
                 status,
                 message: f(&message),
             },
-            other @ (FailureKind::IdleTimeout
+            other @ (FailureKind::AnswerTooLarge(_)
+            | FailureKind::IdleTimeout
             | FailureKind::FirstOutputTimeout
             | FailureKind::EndedEarly
             | FailureKind::Deadline) => other,
@@ -96,6 +99,7 @@ impl FailureKind {
             FailureKind::ErrorChunk(_) => "error_chunk",
             FailureKind::Protocol(_) => "protocol",
             FailureKind::InvalidOutput(_) => "invalid_output",
+            FailureKind::AnswerTooLarge(_) => "answer_too_large",
             FailureKind::Deadline => "deadline",
         }
     }
@@ -113,6 +117,9 @@ impl FailureKind {
             FailureKind::ErrorChunk(_) => "the upstream stream carried an error".into(),
             FailureKind::Protocol(_) => "the upstream broke the protocol".into(),
             FailureKind::InvalidOutput(_) => "the model's output was unusable".into(),
+            FailureKind::AnswerTooLarge(limit) => {
+                format!("the answer passed LADLE_MAX_ANSWER_BYTES ({limit} bytes)")
+            }
             FailureKind::Deadline => "the deadline passed".into(),
         }
     }
@@ -132,6 +139,7 @@ impl FailureKind {
                 "no output within LADLE_FIRST_OUTPUT_TIMEOUT_MS of the attempt's start"
             }
             FailureKind::EndedEarly => "the stream ended without [DONE] or a finish_reason",
+            FailureKind::AnswerTooLarge(_) => "the answer passed LADLE_MAX_ANSWER_BYTES",
             FailureKind::Deadline => "the request's deadline passed",
         }
     }

@@ -1,4 +1,6 @@
-//! Idempotency records in memory: one replica's, bounded in number and time.
+//! Idempotency records in memory: one replica's, bounded in number, in bytes
+//! (`LADLE_IDEMPOTENCY_MAX_BYTES`, the kept bodies' JSON sizes together; a body
+//! over `MAX_KEPT_BYTES` is answered but not kept) and in time.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{IdempotencyStore, Limits, Lookup, Outcome, RunSlot};
+use super::{IdempotencyStore, Limits, Lookup, MAX_KEPT_BYTES, Outcome, RunSlot};
 use crate::error::ApiError;
 
 /// The records, shared by every request of this process.
@@ -20,8 +22,12 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct Records {
     by_key: HashMap<String, Record>,
-    /// Kept keys, oldest first, for the bound on their number.
-    kept: VecDeque<String>,
+    /// Kept keys with their bodies' sizes, oldest first, for the bounds. An entry
+    /// whose record has since gone (expired and run again) still counts its bytes
+    /// until it leaves, so the bound errs on the side of memory.
+    kept: VecDeque<(String, usize)>,
+    /// The sizes in `kept`, together.
+    kept_bytes: usize,
     /// Tells runs apart, so a late report never touches a newer run's record.
     runs: u64,
 }
@@ -138,6 +144,21 @@ struct Slot {
     reported: bool,
 }
 
+impl Records {
+    /// Takes `key`'s entry out of the bounds' list (it is kept anew).
+    fn forget(&mut self, key: &str) {
+        let mut freed = 0;
+        self.kept.retain(|(kept, size)| {
+            let ours = kept == key;
+            if ours {
+                freed += size;
+            }
+            !ours
+        });
+        self.kept_bytes -= freed;
+    }
+}
+
 impl Slot {
     /// Removes this run's record, if it is still this run's; whether it was.
     fn release(&self, records: &mut Records) -> bool {
@@ -162,7 +183,17 @@ impl RunSlot for Slot {
             self.outcome.send_replace(Some(Ok(body)));
             return done();
         }
-        records.kept.retain(|k| *k != self.key);
+        let size = serde_json::to_vec(body.as_ref()).map_or(usize::MAX, |text| text.len());
+        if size > MAX_KEPT_BYTES {
+            drop(records);
+            tracing::warn!(
+                bytes_max = MAX_KEPT_BYTES,
+                "a result too large to keep is not kept"
+            );
+            self.outcome.send_replace(Some(Ok(body)));
+            return done();
+        }
+        records.forget(&self.key);
         records.by_key.insert(
             self.key.clone(),
             Record::Kept {
@@ -171,11 +202,14 @@ impl RunSlot for Slot {
                 until: Instant::now() + self.limits.ttl,
             },
         );
-        records.kept.push_back(self.key.clone());
-        while records.kept.len() > self.limits.max_entries {
-            let Some(oldest) = records.kept.pop_front() else {
+        records.kept.push_back((self.key.clone(), size));
+        records.kept_bytes += size;
+        let limits = self.limits;
+        while records.kept.len() > limits.max_entries || records.kept_bytes > limits.max_bytes {
+            let Some((oldest, size)) = records.kept.pop_front() else {
                 break;
             };
+            records.kept_bytes -= size;
             // Only a kept result goes: the key may be running again since.
             if matches!(records.by_key.get(&oldest), Some(Record::Kept { .. })) {
                 records.by_key.remove(&oldest);
@@ -222,6 +256,7 @@ mod tests {
         MemoryStore::new(Limits {
             ttl: Duration::from_secs(60),
             max_entries,
+            max_bytes: usize::MAX,
         })
     }
 
@@ -294,6 +329,39 @@ mod tests {
         );
         assert!(matches!(store.begin_now("a", 2, later), Lookup::Reused));
         drop(again);
+    }
+
+    #[tokio::test]
+    async fn kept_bodies_stay_within_their_bytes_and_a_huge_one_is_not_kept() {
+        let store = MemoryStore::new(Limits {
+            ttl: Duration::from_secs(60),
+            max_entries: 100,
+            max_bytes: 100,
+        });
+        let now = Instant::now();
+        let body = |bytes: usize| Arc::new(Value::String("x".repeat(bytes - 2)));
+        for i in 0..5 {
+            run(store.begin_now(&format!("k{i}"), 1, now))
+                .succeed(body(30))
+                .await;
+        }
+        assert_eq!(
+            store.kept(),
+            3,
+            "3 × 30 bytes fit in 100, a fourth does not"
+        );
+        assert_eq!(lock(&store.records).kept_bytes, 90);
+        assert!(
+            matches!(store.begin_now("k1", 1, now), Lookup::Run(_)),
+            "the oldest went"
+        );
+        assert!(matches!(store.begin_now("k4", 1, now), Lookup::Kept(_)));
+        let huge = run(store.begin_now("huge", 1, now));
+        huge.succeed(body(MAX_KEPT_BYTES + 1)).await;
+        assert!(
+            matches!(store.begin_now("huge", 1, now), Lookup::Run(_)),
+            "not kept"
+        );
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ mod redis;
 mod run;
 
 pub use self::memory::MemoryStore;
-pub use self::redis::{MAX_KEPT_BYTES, RedisIdempotency};
+pub use self::redis::RedisIdempotency;
 pub use self::run::detached;
 
 use std::hash::{Hash, Hasher};
@@ -67,6 +67,10 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> BoxFuture<'a, Lookup>;
 }
 
+/// The largest body kept for a key (in memory or in Redis); a larger success is
+/// answered but not kept.
+pub const MAX_KEPT_BYTES: usize = 1 << 20;
+
 /// The longest key.
 const MAX_KEY: usize = 255;
 
@@ -121,6 +125,8 @@ pub struct Limits {
     pub ttl: Duration,
     /// `LADLE_IDEMPOTENCY_MAX_ENTRIES`.
     pub max_entries: usize,
+    /// `LADLE_IDEMPOTENCY_MAX_BYTES`: kept bodies in memory, all together.
+    pub max_bytes: usize,
 }
 
 #[cfg(test)]

@@ -47,6 +47,9 @@ enum StoredError {
     InvalidOutput {
         detail: String,
     },
+    TooLarge {
+        limit: usize,
+    },
     /// Anything a run cannot end with (validation happens before a key is
     /// claimed); kept as a generic failure.
     Other {
@@ -77,6 +80,7 @@ impl FailedRun {
             ApiError::InvalidOutput(detail) => StoredError::InvalidOutput {
                 detail: detail.clone(),
             },
+            ApiError::AnswerTooLarge(limit) => StoredError::TooLarge { limit: *limit },
             other => StoredError::Other {
                 detail: other.to_string(),
             },
@@ -109,6 +113,7 @@ impl FailedRun {
             }
             StoredError::Tls { detail } => ApiError::UpstreamTls(detail),
             StoredError::InvalidOutput { detail } => ApiError::InvalidOutput(detail),
+            StoredError::TooLarge { limit } => ApiError::AnswerTooLarge(limit),
         };
         Some((error, self.attempts))
     }
@@ -154,6 +159,7 @@ mod tests {
             ApiError::UpstreamFailed("the upstream connection broke".into()),
             ApiError::UpstreamTls("UnknownIssuer".into()),
             ApiError::InvalidOutput("no JSON object".into()),
+            ApiError::AnswerTooLarge(4 << 20),
         ];
         for error in errors {
             let text = serde_json::to_string(&FailedRun::new(&error, 2)).expect("encodes");

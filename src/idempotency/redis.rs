@@ -25,13 +25,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::record::FailedRun;
-use super::{IdempotencyStore, Limits, Lookup, MemoryStore, Outcome, RunSlot};
+use super::{IdempotencyStore, Limits, Lookup, MAX_KEPT_BYTES, MemoryStore, Outcome, RunSlot};
 use crate::background::{Background, Continue};
 use crate::error::ApiError;
 use crate::fleet::{CALL_TIMEOUT, Redis};
 
-/// The largest body kept in Redis; a larger success is answered but not kept.
-pub const MAX_KEPT_BYTES: usize = 1 << 20;
 /// How long a failed run's error stays for the repeats that wait on it.
 const FAILED_FOR: Duration = Duration::from_secs(10);
 /// How often a waiting repeat looks at the record.

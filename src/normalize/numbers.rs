@@ -149,13 +149,28 @@ pub fn calories(v: &Value) -> Option<i64> {
     quantity(v).map(|number| number.round() as i64)
 }
 
-/// Reads a JSON number or a quantity string as a finite number.
+/// The largest nutrition number (grams or calories) believed: a model that writes
+/// more wrote nonsense, and `null` says so.
+pub const MAX_NUTRITION: f64 = 100_000.0;
+
+/// Reads a JSON number or a quantity string as a number in `[0, MAX_NUTRITION]`;
+/// a negative, non-finite or larger one is `None`.
 fn quantity(v: &Value) -> Option<f64> {
-    match v {
-        Value::Number(number) => number.as_f64().filter(|n| n.is_finite()),
-        Value::String(text) => parse_quantity(text),
-        _ => None,
-    }
+    let number = match v {
+        Value::Number(number) => number.as_f64()?,
+        Value::String(text) if negative(text) => return None,
+        Value::String(text) => parse_quantity(text)?,
+        _ => return None,
+    };
+    (number.is_finite() && (0.0..=MAX_NUTRITION).contains(&number)).then_some(number)
+}
+
+/// Whether the first Arabic number in `s` carries a minus sign (`-5 g`, `−5克`).
+fn negative(s: &str) -> bool {
+    let Some(first_digit) = s.find(|c: char| c.is_ascii_digit()) else {
+        return false;
+    };
+    s[..first_digit].trim_end().ends_with(['-', '−'])
 }
 
 /// Reads the first Arabic number in `s`, scanning bytes: digits are ASCII, so
@@ -180,6 +195,24 @@ fn arabic_number(s: &str) -> Option<f64> {
         number.push('.');
         index += 1;
         take_digits(&mut index, &mut number);
+    }
+    // An exponent right after the digits (`1e308`) belongs to the number.
+    if matches!(bytes.get(index), Some(b'e' | b'E')) {
+        let signed = usize::from(matches!(bytes.get(index + 1), Some(b'+' | b'-')));
+        if bytes
+            .get(index + 1 + signed)
+            .is_some_and(u8::is_ascii_digit)
+        {
+            number.push('e');
+            number.extend(
+                bytes
+                    .get(index + 1)
+                    .filter(|_| signed == 1)
+                    .map(|&b| char::from(b)),
+            );
+            index += 1 + signed;
+            take_digits(&mut index, &mut number);
+        }
     }
     number.parse().ok()
 }

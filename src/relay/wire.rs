@@ -6,6 +6,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
 use crate::completion::Finished;
+use crate::completion::answer::ChoiceAnswer;
 use crate::upstream::chunk::Chunk;
 
 /// The end marker of an OpenAI stream.
@@ -22,22 +23,21 @@ pub fn put_event(out: &mut BytesMut, payload: &[u8]) {
     out.extend_from_slice(b"\n\n");
 }
 
-/// The `chat.completion` object for a finished completion.
+/// The `chat.completion` object for a finished completion: every choice apart,
+/// in `index` order, each with its own finish reason.
 pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Value {
-    let mut message = json!({"role": "assistant", "content": finished.content});
-    if !finished.reasoning.is_empty() {
-        message["reasoning_content"] = finished.reasoning.as_str().into();
-    }
+    let mut choices: Vec<&ChoiceAnswer> = finished.choices.iter().collect();
+    choices.sort_by_key(|choice| choice.index);
+    let choices: Vec<Value> = match choices.is_empty() {
+        true => vec![choice_body(&ChoiceAnswer::default())],
+        false => choices.into_iter().map(choice_body).collect(),
+    };
     let mut body = json!({
         "id": finished.meta.id.clone().unwrap_or_else(|| format!("chatcmpl-{request_id}")),
         "object": "chat.completion",
         "created": unix_seconds(),
         "model": finished.meta.model.as_deref().unwrap_or(model),
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "finish_reason": finished.finish_reason.as_deref().unwrap_or("stop"),
-        }],
+        "choices": choices,
     });
     if let Some(usage) = &finished.usage {
         body["usage"] = usage.clone();
@@ -45,19 +45,48 @@ pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Va
     body
 }
 
+fn choice_body(choice: &ChoiceAnswer) -> Value {
+    let mut message = json!({"role": "assistant", "content": choice.content});
+    if !choice.reasoning.is_empty() {
+        message["reasoning_content"] = choice.reasoning.as_str().into();
+    }
+    json!({
+        "index": choice.index,
+        "message": message,
+        "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
+    })
+}
+
 /// An OpenAI stream chunk carrying a whole non-streaming answer (an upstream that
-/// ignored `stream`), for a streaming client.
+/// ignored `stream`), for a streaming client: every choice in one chunk.
 pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
     let meta = chunk.meta.clone().unwrap_or_default();
-    let mut delta = json!({"role": "assistant", "content": chunk.content.as_deref().unwrap_or("")});
-    if let Some(reasoning) = &chunk.reasoning {
-        delta["reasoning_content"] = reasoning.as_str().into();
-    }
+    let finish = |index: u32| {
+        let reason = match index == chunk.index {
+            true => chunk.finish_reason.as_deref(),
+            false => chunk
+                .more
+                .iter()
+                .find(|c| c.index == index)
+                .and_then(|c| c.finish_reason.as_deref()),
+        };
+        reason.unwrap_or("stop").to_owned()
+    };
+    let choices: Vec<Value> = chunk
+        .choices()
+        .map(|(index, content, reasoning)| {
+            let mut delta = json!({"role": "assistant", "content": content.unwrap_or("")});
+            if let Some(reasoning) = reasoning {
+                delta["reasoning_content"] = reasoning.into();
+            }
+            json!({"index": index, "delta": delta, "finish_reason": finish(index)})
+        })
+        .collect();
     let mut body = json!({
         "id": meta.id,
         "object": "chat.completion.chunk",
         "model": meta.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": chunk.finish_reason}],
+        "choices": choices,
     });
     if let Some(usage) = &chunk.usage {
         body["usage"] = Value::clone(usage);
@@ -65,27 +94,37 @@ pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
     Bytes::from(body.to_string())
 }
 
-/// A kept `chat.completion` as a stream: the message in one chunk, the finish
-/// reason and usage in the next, then `[DONE]`.
+/// A kept `chat.completion` as a stream: every choice's message in one chunk, the
+/// finish reasons and usage in the next, then `[DONE]`.
 pub fn kept_as_chunks(kept: &Value) -> Bytes {
-    let choice = &kept["choices"][0];
-    let message = &choice["message"];
-    let mut delta = json!({"role": "assistant", "content": message["content"]});
-    if let Some(reasoning) = message.get("reasoning_content") {
-        delta["reasoning_content"] = reasoning.clone();
+    let kept_choices = kept["choices"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut deltas = Vec::new();
+    let mut finishes = Vec::new();
+    for choice in kept_choices {
+        let message = &choice["message"];
+        let mut delta = json!({"role": "assistant", "content": message["content"]});
+        if let Some(reasoning) = message.get("reasoning_content") {
+            delta["reasoning_content"] = reasoning.clone();
+        }
+        let index = &choice["index"];
+        deltas.push(json!({"index": index, "delta": delta, "finish_reason": null}));
+        finishes
+            .push(json!({"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}));
     }
-    let chunk = |choice: Value| {
+    let chunk = |choices: Vec<Value>| {
         json!({
             "id": kept["id"],
             "object": "chat.completion.chunk",
             "created": kept["created"],
             "model": kept["model"],
-            "choices": [choice],
+            "choices": choices,
         })
     };
-    let first = chunk(json!({"index": 0, "delta": delta, "finish_reason": null}));
-    let mut last =
-        chunk(json!({"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}));
+    let first = chunk(deltas);
+    let mut last = chunk(finishes);
     if let Some(usage) = kept.get("usage") {
         last["usage"] = usage.clone();
     }

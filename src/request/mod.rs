@@ -66,7 +66,7 @@ impl Call {
             output: prompt.map(|p| p.output),
             request_id: self.reply.request_id.clone(),
             route: self.reply.route.clone(),
-            wants_meta: assembled,
+            answer_limit: assembled.then_some(config.max_answer_bytes),
             model: self.reply.model.clone(),
         }
     }

@@ -1,14 +1,16 @@
 //! OpenAI chunk JSON → what the gateway needs to know about it.
 //!
 //! This is where the contract's definition of *output* lives: a non-empty
-//! `delta.content`, `delta.reasoning_content` or `delta.reasoning`. Role-only deltas,
-//! empty strings, usage-only chunks and `[DONE]` are not output. The module knows
-//! nothing of HTTP or time, so it is tested on plain strings.
+//! `delta.content`, `delta.reasoning_content` or `delta.reasoning`, in any choice.
+//! Role-only deltas, empty strings, usage-only chunks and `[DONE]` are not output.
+//! A `usage` whose token counts are not integers in [0, 2^53) is dropped whole
+//! (contract 10): it is never reported or counted. The module knows nothing of
+//! HTTP or time, so it is tested on plain strings.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// What one SSE `data` payload says.
@@ -23,14 +25,20 @@ pub enum Parsed {
 }
 
 /// The parts of a chunk the gateway uses; the raw bytes are relayed separately.
+/// The first choice of the chunk is held inline (nearly every chunk has one
+/// choice); further ones (a request with `n` > 1) are in `more`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Chunk {
+    /// The first choice's `index`.
+    pub index: u32,
     /// Non-empty `content`.
     pub content: Option<String>,
     /// Non-empty `reasoning_content` or `reasoning`.
     pub reasoning: Option<String>,
-    /// `finish_reason`, once the model is done.
+    /// `finish_reason`, once the model is done with this choice.
     pub finish_reason: Option<String>,
+    /// The chunk's other choices, if any.
+    pub more: Vec<Choice>,
     /// `usage`, when the upstream reports it (boxed, as is `meta`: rare, and a
     /// chunk is moved a few times on its way to the client).
     pub usage: Option<Box<Value>>,
@@ -47,10 +55,42 @@ pub struct Meta {
     pub model: Option<String>,
 }
 
+/// One more choice of a chunk.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Choice {
+    /// Its `index`.
+    pub index: u32,
+    /// Non-empty `content`.
+    pub content: Option<String>,
+    /// Non-empty `reasoning_content` or `reasoning`.
+    pub reasoning: Option<String>,
+    /// Its `finish_reason`.
+    pub finish_reason: Option<String>,
+}
+
 impl Chunk {
-    /// Whether this chunk is output in the contract's sense.
+    /// Whether this chunk is output in the contract's sense (in any choice).
     pub fn is_output(&self) -> bool {
-        self.content.is_some() || self.reasoning.is_some()
+        self.content.is_some()
+            || self.reasoning.is_some()
+            || self
+                .more
+                .iter()
+                .any(|c| c.content.is_some() || c.reasoning.is_some())
+    }
+
+    /// Every choice of the chunk, the first one included.
+    pub fn choices(&self) -> impl Iterator<Item = (u32, Option<&str>, Option<&str>)> {
+        let first = (
+            self.index,
+            self.content.as_deref(),
+            self.reasoning.as_deref(),
+        );
+        std::iter::once(first).chain(
+            self.more
+                .iter()
+                .map(|c| (c.index, c.content.as_deref(), c.reasoning.as_deref())),
+        )
     }
 }
 
@@ -61,9 +101,10 @@ pub struct MalformedChunk(String);
 
 #[derive(Deserialize)]
 struct Wire<'a> {
-    /// Only the first choice matters; the others are skipped without being built.
-    #[serde(default, borrow, deserialize_with = "first_choice")]
-    choices: Option<WireChoice<'a>>,
+    /// The first choice, and any others (rare) apart, so a one-choice chunk builds
+    /// no `Vec`.
+    #[serde(default, borrow, deserialize_with = "split_choices")]
+    choices: (Option<WireChoice<'a>>, Vec<WireChoice<'a>>),
     #[serde(default)]
     usage: Option<Value>,
     #[serde(default)]
@@ -76,6 +117,8 @@ struct Wire<'a> {
 
 #[derive(Deserialize)]
 struct WireChoice<'a> {
+    #[serde(default)]
+    index: u32,
     #[serde(default, borrow, alias = "message")]
     delta: Option<WireDelta<'a>>,
     #[serde(default, borrow)]
@@ -108,7 +151,7 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
         return Ok(Parsed::Error(error_message(&error)));
     }
     let mut chunk = Chunk {
-        usage: wire.usage.filter(|u| !u.is_null()).map(Box::new),
+        usage: wire.usage.filter(counts_are_sound).map(Box::new),
         meta: want_meta.then(|| {
             Box::new(Meta {
                 id: wire.id.map(Cow::into_owned),
@@ -117,41 +160,80 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
         }),
         ..Chunk::default()
     };
-    if let Some(choice) = wire.choices {
-        chunk.finish_reason = choice.finish_reason.map(Cow::into_owned);
-        if let Some(delta) = choice.delta {
-            let text = |s: Option<Cow<'_, str>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);
-            chunk.content = text(delta.content);
-            chunk.reasoning = text(delta.reasoning_content).or(text(delta.reasoning));
-        }
+    let (first, more) = wire.choices;
+    if let Some(first) = first {
+        let first = choice(first);
+        chunk.index = first.index;
+        chunk.content = first.content;
+        chunk.reasoning = first.reasoning;
+        chunk.finish_reason = first.finish_reason;
     }
+    chunk.more = more.into_iter().map(choice).collect();
     Ok(Parsed::Chunk(chunk))
 }
 
-/// The first element of the `choices` array. This runs once per streamed chunk, so
-/// it skips the rest in place instead of collecting a `Vec` only to keep one.
-fn first_choice<'de, D: Deserializer<'de>>(
+fn choice(wire: WireChoice<'_>) -> Choice {
+    let text = |s: Option<Cow<'_, str>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);
+    let (content, reasoning) = match wire.delta {
+        Some(delta) => (
+            text(delta.content),
+            text(delta.reasoning_content).or(text(delta.reasoning)),
+        ),
+        None => (None, None),
+    };
+    Choice {
+        index: wire.index,
+        content,
+        reasoning,
+        finish_reason: wire.finish_reason.map(Cow::into_owned),
+    }
+}
+
+/// The largest token count believed: JSON's safe integers.
+const MAX_TOKENS: u64 = 1 << 53;
+
+/// Whether every `*_tokens` count in a usage report (nested ones too) is a JSON
+/// integer in [0, 2^53): no fraction, no exponent, no sign.
+fn counts_are_sound(usage: &Value) -> bool {
+    match usage {
+        Value::Object(fields) => fields.iter().all(|(name, value)| match value {
+            Value::Object(_) => counts_are_sound(value),
+            _ if name.ends_with("_tokens") => value
+                .as_number()
+                .is_some_and(|n| n.is_u64() && n.as_u64().is_some_and(|n| n < MAX_TOKENS)),
+            _ => true,
+        }),
+        _ => false,
+    }
+}
+
+/// The `choices` array as its first element and the rest. This runs once per
+/// streamed chunk; the rest is usually empty, and an empty `Vec` allocates nothing.
+fn split_choices<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<WireChoice<'de>>, D::Error> {
-    struct First;
-    impl<'de> Visitor<'de> for First {
-        type Value = Option<WireChoice<'de>>;
+) -> Result<(Option<WireChoice<'de>>, Vec<WireChoice<'de>>), D::Error> {
+    struct Split;
+    impl<'de> Visitor<'de> for Split {
+        type Value = (Option<WireChoice<'de>>, Vec<WireChoice<'de>>);
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a sequence or null")
         }
 
         fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok((None, Vec::new()))
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             let first = seq.next_element()?;
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
-            Ok(first)
+            let mut more = Vec::new();
+            while let Some(choice) = seq.next_element()? {
+                more.push(choice);
+            }
+            Ok((first, more))
         }
     }
-    deserializer.deserialize_any(First)
+    deserializer.deserialize_any(Split)
 }
 
 /// The human message of an `error` value, whatever its shape.
@@ -233,6 +315,39 @@ mod tests {
         assert_eq!(whole.content.as_deref(), Some("hi"));
         assert_eq!(whole.reasoning.as_deref(), Some("r"));
         assert_eq!(whole.meta.and_then(|m| m.model).as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn every_choice_is_read_with_its_index() {
+        let two = chunk(
+            r#"{"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        );
+        let choices: Vec<_> = two.choices().collect();
+        assert_eq!(choices, [(1, Some("b"), None), (0, None, None)]);
+        assert_eq!(two.more[0].finish_reason.as_deref(), Some("stop"));
+        let second_only =
+            chunk(r#"{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"reasoning":"想"}}]}"#);
+        assert!(second_only.is_output(), "output in any choice is output");
+    }
+
+    #[test]
+    fn a_usage_with_an_unsound_count_is_dropped_whole() {
+        for usage in [
+            r#"{"prompt_tokens":18446744073709551615,"completion_tokens":2}"#,
+            r#"{"prompt_tokens":1e+308}"#,
+            r#"{"prompt_tokens":-5}"#,
+            r#"{"prompt_tokens":1.5}"#,
+            r#"{"prompt_tokens":"12"}"#,
+            r#"{"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":-1}}"#,
+            r#"[1]"#,
+        ] {
+            let data = format!(r#"{{"choices":[],"usage":{usage}}}"#);
+            assert_eq!(chunk(&data).usage, None, "{usage}");
+        }
+        let sound = chunk(
+            r#"{"choices":[],"usage":{"prompt_tokens":9007199254740991,"completion_tokens":0,"total_tokens":9007199254740991}}"#,
+        );
+        assert!(sound.usage.is_some());
     }
 
     #[test]

@@ -48,6 +48,23 @@ fn grams_follow_the_contract_examples() {
 }
 
 #[test]
+fn negative_unbounded_or_infinite_numbers_are_null() {
+    check(r#""-5 g""#, None);
+    check(r#""−5克""#, None);
+    check("-5", None);
+    check(r#""1e308""#, None);
+    check("1e308", None);
+    check(r#""100001 g""#, None);
+    check(r#""1e5 g""#, Some("100000克"));
+    check(r#""5-6 g""#, Some("5克"));
+    check(r#""3 eggs""#, Some("3克"));
+    check_calories("1e23", None);
+    check_calories(r#""100000000000000000000000 kcal""#, None);
+    check_calories("100000", Some(100_000));
+    check_calories("-720", None);
+}
+
+#[test]
 fn calories_follow_the_contract_examples() {
     check_calories(r#""720 kcal""#, Some(720));
     check_calories(r#""seven hundred twenty""#, Some(720));

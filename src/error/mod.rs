@@ -6,39 +6,16 @@
 //! the request middleware that knows the request id, writes the body and logs it. Messages
 //! never carry upstream bodies or secrets.
 
-use std::sync::{Arc, OnceLock};
+mod render;
+
+pub use render::{ErrorCode, SHOULD_RETRY, StreamError, render_error};
+
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::ops::request_id::RequestId;
 use crate::prompts::{PromptError, StoreError};
-
-/// The contract error code a response carries, set where errors are rendered and
-/// read by the request observer for its log line.
-#[derive(Debug, Clone, Copy)]
-pub struct ErrorCode(pub &'static str);
-
-/// The error a `200` stream ended with, known only when its `error` event is
-/// written: a relay puts one in the response's extensions and fills it in, and the
-/// request observer reads it when the body ends, so the request's log line says
-/// what happened instead of `ok`.
-#[derive(Debug, Clone, Default)]
-pub struct StreamError(Arc<OnceLock<&'static str>>);
-
-impl StreamError {
-    /// Records the code of the error event the stream ends with.
-    pub fn set(&self, code: &'static str) {
-        let _ = self.0.set(code);
-    }
-
-    /// The code, if the stream ended with an error event.
-    pub fn code(&self) -> Option<&'static str> {
-        self.0.get().copied()
-    }
-}
 
 /// Everything a client can be told went wrong. (What a store keeps of one is
 /// its own type: `idempotency::record`.)
@@ -73,6 +50,9 @@ pub enum ApiError {
     /// The model's text could not be turned into the task's output.
     #[error("the model's output is unusable: {0}")]
     InvalidOutput(String),
+    /// The answer ladle assembles grew past `LADLE_MAX_ANSWER_BYTES`.
+    #[error("upstream failed: the answer passed LADLE_MAX_ANSWER_BYTES ({0} bytes per choice)")]
+    AnswerTooLarge(usize),
     /// The upstream stayed busy until retries or time ran out.
     #[error("upstream is busy; try again later")]
     UpstreamBusy {
@@ -127,7 +107,9 @@ impl ApiError {
             ApiError::BodyTooLarge(_) => "body_too_large",
             ApiError::InvalidVariables { .. } => "invalid_variables",
             ApiError::UpstreamRejected(_) => "upstream_rejected",
-            ApiError::UpstreamFailed(_) | ApiError::UpstreamTls(_) => "upstream_failed",
+            ApiError::UpstreamFailed(_)
+            | ApiError::UpstreamTls(_)
+            | ApiError::AnswerTooLarge(_) => "upstream_failed",
             ApiError::InvalidOutput(_) => "invalid_output",
             ApiError::UpstreamBusy { .. } => "upstream_busy",
             ApiError::Overloaded { .. } => "overloaded",
@@ -154,6 +136,7 @@ impl ApiError {
             ApiError::UpstreamRejected(_)
             | ApiError::UpstreamFailed(_)
             | ApiError::UpstreamTls(_)
+            | ApiError::AnswerTooLarge(_)
             | ApiError::InvalidOutput(_) => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamBusy { .. }
             | ApiError::Overloaded { .. }
@@ -182,6 +165,7 @@ impl ApiError {
             | ApiError::InvalidVariables { .. }
             | ApiError::UpstreamRejected(_)
             | ApiError::UpstreamTls(_)
+            | ApiError::AnswerTooLarge(_)
             | ApiError::IdempotencyKeyReused
             | ApiError::Unauthorized
             | ApiError::EtagMismatch
@@ -190,7 +174,7 @@ impl ApiError {
     }
 
     /// The `Retry-After` the caller is given, for the 503 codes.
-    fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
             ApiError::UpstreamBusy { retry_after } | ApiError::Overloaded { retry_after } => {
                 Some(*retry_after)
@@ -220,40 +204,6 @@ impl ApiError {
     }
 }
 
-/// The header the official OpenAI SDKs obey before retrying a request on their own.
-pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
-
-impl ApiError {
-    /// The answer of a completion route that gave up after `attempts` upstream
-    /// attempts. `x-should-retry` keeps retries at one layer: once ladle has retried
-    /// itself, a caller's SDK retrying too would multiply the upstream's load.
-    pub fn into_completion_response(self, attempts: u32) -> Response {
-        let should_retry = self.should_retry(attempts);
-        let mut response = self.into_response();
-        response.headers_mut().insert(SHOULD_RETRY, should_retry);
-        response
-    }
-
-    fn should_retry(&self, attempts: u32) -> HeaderValue {
-        let yes = self.retryable() && attempts <= 1;
-        HeaderValue::from_static(if yes { "true" } else { "false" })
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = self.status().into_response();
-        if let Some(wait) = self.retry_after() {
-            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-        }
-        response.extensions_mut().insert(self);
-        response
-    }
-}
-
 impl From<PromptError> for ApiError {
     fn from(error: PromptError) -> Self {
         ApiError::InvalidPrompt {
@@ -275,7 +225,11 @@ impl From<StoreError> for ApiError {
             }
             StoreError::EtagMismatch => ApiError::EtagMismatch,
             StoreError::Invalid(error) => error.into(),
-            StoreError::Io(problem) => ApiError::Storage(problem),
+            StoreError::Io(problem) => {
+                // The operator's log has the details; a client never sees a path.
+                tracing::warn!(%problem, "the prompt store failed");
+                ApiError::Storage("the prompts folder could not be read or written".into())
+            }
             StoreError::Unavailable(why) => {
                 tracing::warn!(%why, "an admin write found redis unreachable");
                 ApiError::StoreUnavailable
@@ -284,38 +238,11 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// Writes the JSON body of an error response, with the request id: the one place
-/// error bodies are made (called for every response by `ops::observe`). An error of
-/// a completion route that made no upstream attempt (a bad body, a full queue)
-/// gets its `x-should-retry` here.
-pub fn render_error(
-    mut response: Response,
-    request_id: &RequestId,
-    completion_route: bool,
-) -> Response {
-    let Some(error) = response.extensions_mut().remove::<ApiError>() else {
-        return response;
-    };
-    if completion_route && !response.headers().contains_key(SHOULD_RETRY) {
-        let should_retry = error.should_retry(0);
-        response.headers_mut().insert(SHOULD_RETRY, should_retry);
-    }
-    tracing::debug!(request_id = %request_id, code = error.code(), message = %error, "request failed");
-    let (mut parts, _) = response.into_parts();
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    parts.headers.remove(header::CONTENT_LENGTH);
-    // The request's log line names the code.
-    parts.extensions.insert(ErrorCode(error.code()));
-    let body = error.body(request_id.as_str()).to_string();
-    Response::from_parts(parts, body.into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::header;
+    use axum::response::IntoResponse;
 
     #[test]
     fn every_503_and_504_is_retryable_and_carries_the_contract_code() {
@@ -370,6 +297,17 @@ mod tests {
                 (status, code, retryable)
             );
         }
+    }
+
+    #[test]
+    fn retry_after_is_at_most_an_hour_and_every_401_says_bearer() {
+        let response = ApiError::UpstreamBusy {
+            retry_after: Duration::from_secs(99_999_999_999),
+        }
+        .into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3600");
+        let response = ApiError::Unauthorized.into_response();
+        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
     }
 
     #[test]

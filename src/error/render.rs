@@ -1,0 +1,109 @@
+//! Where an `ApiError` becomes a response: `IntoResponse` only places the error
+//! in the response's extensions (with its `Retry-After` and, on a 401,
+//! `WWW-Authenticate`), and `render_error`, called by the request observer that
+//! knows the request id, writes the JSON body. `x-should-retry` keeps retries at
+//! one layer on the completion routes.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::ApiError;
+use crate::ops::request_id::RequestId;
+
+/// The contract error code a response carries, set where errors are rendered and
+/// read by the request observer for its log line.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorCode(pub &'static str);
+
+/// The error a `200` stream ended with, known only when its `error` event is
+/// written: a relay puts one in the response's extensions and fills it in, and the
+/// request observer reads it when the body ends, so the request's log line says
+/// what happened instead of `ok`.
+#[derive(Debug, Clone, Default)]
+pub struct StreamError(Arc<OnceLock<&'static str>>);
+
+impl StreamError {
+    /// Records the code of the error event the stream ends with.
+    pub fn set(&self, code: &'static str) {
+        let _ = self.0.set(code);
+    }
+
+    /// The code, if the stream ended with an error event.
+    pub fn code(&self) -> Option<&'static str> {
+        self.0.get().copied()
+    }
+}
+
+/// The header the official OpenAI SDKs obey before retrying a request on their own.
+pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+
+impl ApiError {
+    /// The answer of a completion route that gave up after `attempts` upstream
+    /// attempts. `x-should-retry` keeps retries at one layer: once ladle has retried
+    /// itself, a caller's SDK retrying too would multiply the upstream's load.
+    pub fn into_completion_response(self, attempts: u32) -> Response {
+        let should_retry = self.should_retry(attempts);
+        let mut response = self.into_response();
+        response.headers_mut().insert(SHOULD_RETRY, should_retry);
+        response
+    }
+
+    fn should_retry(&self, attempts: u32) -> HeaderValue {
+        let yes = self.retryable() && attempts <= 1;
+        HeaderValue::from_static(if yes { "true" } else { "false" })
+    }
+}
+
+/// The longest `Retry-After` ladle sends, whatever an upstream asked for.
+const MAX_RETRY_AFTER_S: u64 = 3600;
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.status().into_response();
+        if let Some(wait) = self.retry_after() {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let seconds = seconds.clamp(1, MAX_RETRY_AFTER_S);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status() == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+/// Writes the JSON body of an error response, with the request id: the one place
+/// error bodies are made (called for every response by `ops::observe`). An error of
+/// a completion route that made no upstream attempt (a bad body, a full queue)
+/// gets its `x-should-retry` here.
+pub fn render_error(
+    mut response: Response,
+    request_id: &RequestId,
+    completion_route: bool,
+) -> Response {
+    let Some(error) = response.extensions_mut().remove::<ApiError>() else {
+        return response;
+    };
+    if completion_route && !response.headers().contains_key(SHOULD_RETRY) {
+        let should_retry = error.should_retry(0);
+        response.headers_mut().insert(SHOULD_RETRY, should_retry);
+    }
+    tracing::debug!(request_id = %request_id, code = error.code(), message = %error, "request failed");
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    // The request's log line names the code.
+    parts.extensions.insert(ErrorCode(error.code()));
+    let body = error.body(request_id.as_str()).to_string();
+    Response::from_parts(parts, body.into())
+}
