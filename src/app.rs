@@ -13,7 +13,7 @@ use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use crate::completion::CompletionRoute;
 use crate::ops::observe::ObserveLayer;
 use crate::ops::request_body::Bounds;
-use crate::ops::request_id::{HEADER, MakeIds};
+use crate::ops::request_id::{self, HEADER, MakeIds};
 use crate::routes;
 use crate::state::AppState;
 
@@ -34,6 +34,7 @@ pub fn app(
 + 'static {
     let request_id = HeaderName::from_static(HEADER);
     ServiceBuilder::new()
+        .map_request(request_id::drop_unfit)
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeIds::new()))
         .layer(PropagateRequestIdLayer::new(request_id))
         .service(router(state))

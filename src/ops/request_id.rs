@@ -54,6 +54,26 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
     }
 }
 
+/// The longest caller's id used.
+const MAX_LEN: usize = 128;
+
+/// Removes a caller's `X-Request-Id` that is not 1–128 visible ASCII characters
+/// (contract 10), so that a new one is made: a 400 KB id would otherwise be
+/// echoed and written into every log line of the request.
+pub fn drop_unfit<B>(mut request: axum::http::Request<B>) -> axum::http::Request<B> {
+    let fit = |id: &HeaderValue| {
+        let bytes = id.as_bytes();
+        (1..=MAX_LEN).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+    };
+    let header = HeaderName::from_static(HEADER);
+    let headers = request.headers_mut();
+    let all_fit = headers.get_all(&header).iter().all(fit);
+    if !all_fit || headers.get_all(&header).iter().count() > 1 {
+        headers.remove(&header);
+    }
+    request
+}
+
 /// New ids: random (version 4) UUIDs, from uuid's thread-local generator (no
 /// system call per request).
 #[derive(Clone, Default)]
@@ -87,6 +107,23 @@ impl MakeRequestId for MakeIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_callers_id_is_kept_only_when_it_is_1_to_128_visible_characters() {
+        let kept = |id: &[u8]| {
+            let request = axum::http::Request::builder()
+                .header(HEADER, HeaderValue::from_bytes(id).expect("a header value"))
+                .body(())
+                .expect("a request");
+            drop_unfit(request).headers().contains_key(HEADER)
+        };
+        assert!(kept(b"order-42_A~!"));
+        assert!(kept(&[b'x'; 128]));
+        assert!(!kept(&[b'x'; 129]));
+        assert!(!kept(b"has space"));
+        assert!(!kept(b""));
+        assert!(!kept("中文".as_bytes()));
+    }
 
     #[test]
     fn ids_are_uuid_shaped_and_differ_within_and_across_generators() {

@@ -126,7 +126,9 @@ impl Upstream {
     }
 
     /// Removes the API key and the proxy's credentials from text that came from
-    /// outside (upstreams sometimes echo the key they rejected), so it can be logged.
+    /// outside (upstreams sometimes echo the key they rejected), and cuts it at
+    /// `MAX_UPSTREAM_TEXT` (a 1 MiB error message would be logged whole on every
+    /// attempt), so it can be logged.
     pub fn scrub(&self, text: &str) -> String {
         let mut text = text.to_owned();
         for secret in &self.secrets {
@@ -135,8 +137,25 @@ impl Upstream {
                 text = text.replace(secret, "[redacted]");
             }
         }
-        text
+        cut(text, MAX_UPSTREAM_TEXT)
     }
+}
+
+/// The most of an upstream's words kept for a log line or a message.
+pub const MAX_UPSTREAM_TEXT: usize = 1024;
+
+/// `text` cut to at most `max` bytes, at a character boundary, marked `…` when cut.
+pub fn cut(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push('…');
+    text
 }
 
 /// The body with its `model` replaced.
@@ -190,6 +209,20 @@ fn retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_words_are_cut_at_1_kib_on_a_character_boundary() {
+        let upstream = Upstream::new(
+            &UpstreamSettings::single("http://127.0.0.1:1", Secret::default(), UpstreamProxy::Off),
+            &ClientOptions::default(),
+        )
+        .expect("client builds");
+        let long = "访".repeat(1_000);
+        let scrubbed = upstream.scrub(&long);
+        assert!(scrubbed.len() <= MAX_UPSTREAM_TEXT, "{}", scrubbed.len());
+        assert!(scrubbed.ends_with('…'));
+        assert_eq!(upstream.scrub("short"), "short");
+    }
 
     #[test]
     fn a_model_override_replaces_only_the_model() {

@@ -8,8 +8,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod help;
+mod labels;
+
+use self::help::describe;
+use self::labels::{Bounded, Totals};
 use crate::failure::{Outcome, RetryReason};
-use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Level, Metadata, Recorder, Unit};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -43,6 +48,10 @@ struct Inner {
     duration: Histogram,
     first_output: Histogram,
     inflight: Gauge,
+    /// Label values that come from requests or upstreams, bounded.
+    bounded: Bounded,
+    /// What the token counters hold, so they saturate instead of wrapping.
+    token_totals: Totals,
 }
 
 impl Metrics {
@@ -89,6 +98,8 @@ impl Metrics {
                 duration,
                 first_output,
                 inflight,
+                bounded: Bounded::default(),
+                token_totals: Totals::default(),
             }),
         }
     }
@@ -216,7 +227,13 @@ impl Metrics {
 
     /// Counts the tokens of one usage report (`prompt_tokens`, `completion_tokens`).
     /// Rare (once per answer at most), so its handles are registered as it comes.
+    /// The model comes from the request: its label holds the first 100 values,
+    /// then `other`; the counters saturate.
     pub fn tokens(&self, upstream: &str, model: &str, usage: &serde_json::Value) {
+        let model = self
+            .inner
+            .bounded
+            .value("ladle_tokens_total", "model", model);
         for (kind, field) in [
             ("prompt", "prompt_tokens"),
             ("completion", "completion_tokens"),
@@ -226,14 +243,15 @@ impl Metrics {
             };
             let labels = vec![
                 Label::new("upstream", upstream.to_owned()),
-                Label::new("model", model.to_owned()),
+                Label::new("model", model.clone()),
                 Label::new("kind", kind),
             ];
             let key = Key::from_parts("ladle_tokens_total", labels);
+            let added = self.inner.token_totals.add(&key, count);
             self.inner
                 .recorder
                 .register_counter(&key, &METADATA)
-                .increment(count);
+                .increment(added);
         }
     }
 
@@ -297,64 +315,6 @@ impl Drop for InflightGuard {
     fn drop(&mut self) {
         self.0.decrement(1.0);
     }
-}
-
-/// The `# HELP` lines of the exposition.
-fn describe(recorder: &PrometheusRecorder) {
-    let counters = [
-        (
-            "ladle_requests_total",
-            "Answered requests by route and HTTP status.",
-        ),
-        (
-            "ladle_upstream_attempts_total",
-            "Ended upstream attempts by outcome and upstream.",
-        ),
-        (
-            "ladle_fallbacks_total",
-            "Retries sent to another upstream than the attempt before.",
-        ),
-        (
-            "ladle_retries_throttled_total",
-            "Retries the upstream's retry budget refused.",
-        ),
-        (
-            "ladle_breaker_transitions_total",
-            "Circuit breaker changes of state, by upstream and new state.",
-        ),
-        ("ladle_retries_total", "Retries by reason."),
-        (
-            "ladle_tokens_total",
-            "Tokens the upstreams reported in usage, by upstream, model and kind.",
-        ),
-        (
-            "ladle_redis_errors_total",
-            "Calls to the fleet's Redis that failed or timed out, by what they were for.",
-        ),
-    ];
-    for (name, help) in counters {
-        recorder.describe_counter(KeyName::from(name), None, help.into());
-    }
-    recorder.describe_histogram(
-        KeyName::from("ladle_request_duration_seconds"),
-        Some(Unit::Seconds),
-        "From arrival to the end of the response body, streams included.".into(),
-    );
-    recorder.describe_histogram(
-        KeyName::from("ladle_time_to_first_output_seconds"),
-        Some(Unit::Seconds),
-        "From arrival to the first output chunk of a completion.".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_inflight_requests"),
-        None,
-        "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_redis_up"),
-        None,
-        "1 while the fleet's Redis answers, 0 while it does not.".into(),
-    );
 }
 
 fn count(counters: &[(&'static str, Counter)], label: &str) {

@@ -1,0 +1,62 @@
+//! The `# HELP` lines of the exposition.
+
+use metrics::{KeyName, Recorder, Unit};
+use metrics_exporter_prometheus::PrometheusRecorder;
+
+/// The `# HELP` lines of the exposition.
+pub fn describe(recorder: &PrometheusRecorder) {
+    let counters = [
+        (
+            "ladle_requests_total",
+            "Answered requests by route and HTTP status.",
+        ),
+        (
+            "ladle_upstream_attempts_total",
+            "Ended upstream attempts by outcome and upstream.",
+        ),
+        (
+            "ladle_fallbacks_total",
+            "Retries sent to another upstream than the attempt before.",
+        ),
+        (
+            "ladle_retries_throttled_total",
+            "Retries the upstream's retry budget refused.",
+        ),
+        (
+            "ladle_breaker_transitions_total",
+            "Circuit breaker changes of state, by upstream and new state.",
+        ),
+        ("ladle_retries_total", "Retries by reason."),
+        (
+            "ladle_tokens_total",
+            "Tokens the upstreams reported in usage, by upstream, model and kind.",
+        ),
+        (
+            "ladle_redis_errors_total",
+            "Calls to the fleet's Redis that failed or timed out, by what they were for.",
+        ),
+    ];
+    for (name, help) in counters {
+        recorder.describe_counter(KeyName::from(name), None, help.into());
+    }
+    recorder.describe_histogram(
+        KeyName::from("ladle_request_duration_seconds"),
+        Some(Unit::Seconds),
+        "From arrival to the end of the response body, streams included.".into(),
+    );
+    recorder.describe_histogram(
+        KeyName::from("ladle_time_to_first_output_seconds"),
+        Some(Unit::Seconds),
+        "From arrival to the first output chunk of a completion.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_inflight_requests"),
+        None,
+        "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_redis_up"),
+        None,
+        "1 while the fleet's Redis answers, 0 while it does not.".into(),
+    );
+}
