@@ -293,6 +293,12 @@ impl Attempt {
         if self.timer.deadline() != until {
             self.timer.as_mut().reset(until);
         }
+        // An upstream that floods never lets the timer below be polled: the clock
+        // is read on every read, so the deadline (and the first-output timeout)
+        // ends even an attempt whose bytes are always ready.
+        if Instant::now() >= until {
+            return Poll::Ready(Err(AttemptFailure::new(fired)));
+        }
         // The body is polled first, as `timeout_at` would: bytes that are ready win.
         if let Poll::Ready(next) = self.body.poll_next_unpin(cx) {
             return Poll::Ready(match next {

@@ -335,6 +335,11 @@ impl Stream for Completion {
             Progress::Failed(error) => this.log_request(error.code()),
             _ => {}
         }
+        if matches!(progress, Progress::Finished(_) | Progress::Failed(_)) {
+            // The slot is free once the answer is whole, however long its client
+            // takes to read the rest of the body.
+            this.permit = None;
+        }
         Poll::Ready(Some(progress))
     }
 }

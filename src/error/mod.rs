@@ -8,7 +8,7 @@
 
 mod render;
 
-pub use render::{ErrorCode, SHOULD_RETRY, StreamError, render_error};
+pub use render::{ErrorCode, SHOULD_RETRY, StreamError, below_the_router, render_error};
 
 use std::time::Duration;
 
@@ -74,6 +74,9 @@ pub enum ApiError {
     /// The `Idempotency-Key` is kept or running for another request.
     #[error("this Idempotency-Key was used for another request")]
     IdempotencyKeyReused,
+    /// The request head is larger than the gateway reads.
+    #[error("invalid request: the request head is over {0} bytes")]
+    HeadTooLarge(usize),
     /// Missing or wrong admin token.
     #[error("missing or wrong admin token")]
     Unauthorized,
@@ -102,7 +105,7 @@ impl ApiError {
     /// The contract's error code.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::InvalidRequest(_) | ApiError::HeadTooLarge(_) => "invalid_request",
             ApiError::NotFound(_) => "not_found",
             ApiError::BodyTooLarge(_) => "body_too_large",
             ApiError::InvalidVariables { .. } => "invalid_variables",
@@ -128,6 +131,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::HeadTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::InvalidVariables { .. }
@@ -160,6 +164,7 @@ impl ApiError {
             | ApiError::Storage(_)
             | ApiError::StoreUnavailable => true,
             ApiError::InvalidRequest(_)
+            | ApiError::HeadTooLarge(_)
             | ApiError::NotFound(_)
             | ApiError::BodyTooLarge(_)
             | ApiError::InvalidVariables { .. }

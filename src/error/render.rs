@@ -107,3 +107,29 @@ pub fn render_error(
     let body = error.body(request_id.as_str()).to_string();
     Response::from_parts(parts, body.into())
 }
+
+/// The whole answer, as bytes on the wire, to a request hyper refused before any
+/// route saw it (`status` is hyper's own: 431 for a head over `max_head`, 400 for
+/// broken framing or a bad method, URI or header): the contract's JSON error, a
+/// new `X-Request-Id`, and the connection closed.
+pub fn below_the_router(status: u16, max_head: usize) -> Vec<u8> {
+    let error = match status {
+        431 | 414 => ApiError::HeadTooLarge(max_head),
+        _ => ApiError::InvalidRequest(
+            "the request is malformed (framing, method, URI or a header)".into(),
+        ),
+    };
+    let request_id = uuid::Uuid::new_v4().hyphenated().to_string();
+    let body = error.body(&request_id).to_string();
+    let status = error.status();
+    let head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         x-request-id: {request_id}\r\nconnection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len(),
+    );
+    let mut answer = head.into_bytes();
+    answer.extend_from_slice(body.as_bytes());
+    answer
+}

@@ -15,16 +15,18 @@
 //! stream, and `head_ms` says when the head went out.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, Ready};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures_util::future::Either;
 use http_body::{Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{Layer, Service};
@@ -33,7 +35,8 @@ use super::metrics::Metrics;
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::completion::CompletionRoute;
-use crate::error::{ErrorCode, StreamError};
+use crate::error::{ApiError, ErrorCode, StreamError};
+use crate::server::connection::Connection;
 
 /// What a completion route adds to its request's log line: the effective deadline,
 /// and with an `Idempotency-Key` the key and what it led to.
@@ -89,7 +92,7 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Observing<S::Future>;
+    type Future = Observing<Either<S::Future, Ready<Result<Response, Infallible>>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -98,16 +101,33 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         let arrived = Instant::now();
         request.extensions_mut().insert(Arrival(arrived));
+        let connection = request.extensions().get::<Arc<Connection>>().cloned();
+        if let Some(connection) = &connection {
+            connection.request_began();
+        }
         let seen = Seen {
+            connection,
             metrics: self.layer.metrics.clone(),
             route: request.extensions().get::<MatchedPath>().cloned(),
             request_id: RequestId::of(&request),
             method: request.method().clone(),
             arrived,
         };
-        let request = request_body::bound(request, arrived, self.layer.body);
+        // HTTP/1.1 makes `Host` required (RFC 9112, 3.2); hyper lets it pass.
+        let inner = if request.version() == axum::http::Version::HTTP_11
+            && !request.headers().contains_key(axum::http::header::HOST)
+        {
+            let missing =
+                ApiError::InvalidRequest("an HTTP/1.1 request needs a Host header".into());
+            Either::Right(std::future::ready(Ok(missing.into_response())))
+        } else {
+            Either::Left(
+                self.inner
+                    .call(request_body::bound(request, arrived, self.layer.body)),
+            )
+        };
         Observing {
-            inner: self.inner.call(request),
+            inner,
             arrived: Some(seen),
         }
     }
@@ -124,6 +144,8 @@ pin_project_lite::pin_project! {
 
 /// What is known of a request before its handler answers.
 struct Seen {
+    /// The connection the request came on (absent when served without one).
+    connection: Option<Arc<Connection>>,
     metrics: Metrics,
     /// The matched route (a shared string); `None` is counted as "unmatched".
     route: Option<MatchedPath>,
@@ -151,6 +173,14 @@ where
             .is_some_and(|route| CompletionRoute::is_pattern(route.as_str()));
         let mut response = crate::error::render_error(response, &seen.request_id, completion_route);
         let note = response.extensions_mut().remove::<CompletionNote>();
+        // A stream's connection is dropped if the stream outlives its deadline,
+        // however slowly its client reads.
+        let deadline = note.as_ref().and_then(|note| note.deadline_ms);
+        if let (Some(connection), Some(ms)) = (&seen.connection, deadline)
+            && is_event_stream(&response)
+        {
+            connection.stream_until(seen.arrived + Duration::from_millis(ms));
+        }
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
         let mut record = Record {
             status: response.status().as_u16(),
@@ -218,9 +248,20 @@ struct Record {
     ended: bool,
 }
 
+/// Whether an answer is an event stream (its body may outlive its deadline).
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"))
+}
+
 impl Drop for Record {
     fn drop(&mut self) {
         let seen = &self.seen;
+        if let Some(connection) = &seen.connection {
+            connection.request_ended();
+        }
         let elapsed = seen.arrived.elapsed();
         let route = seen.route.as_ref().map_or("unmatched", MatchedPath::as_str);
         seen.metrics.request(route, self.status, elapsed);

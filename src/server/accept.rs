@@ -13,6 +13,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -23,7 +24,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tower::Service;
+use tower::{Service, ServiceExt};
+
+use super::connection::{Connection, Socket};
+
+/// The largest request head read (contract 10): hyper answers a larger one with
+/// `431`, which `Socket` gives the contract's JSON body.
+pub const MAX_HEAD: usize = 16 << 10;
 
 /// How long the accept loop pauses after a failed accept (out of file descriptors,
 /// say) instead of spinning.
@@ -48,7 +55,8 @@ where
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(header_read_timeout)
+        .max_buf_size(MAX_HEAD);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -68,11 +76,26 @@ where
         };
         // SSE chunks are small; Nagle's algorithm would hold them back.
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let shared = Arc::new(Connection::default());
+        let service = TowerToHyperService::new(app.clone().map_request({
+            let shared = shared.clone();
+            move |mut request: Request<Incoming>| {
+                request.extensions_mut().insert(shared.clone());
+                request
+            }
+        }));
+        let socket = TokioIo::new(Socket::new(stream, shared.clone()));
+        let connection = graceful.watch(builder.serve_connection(socket, service));
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%error, "connection ended with an error");
+                },
+                // Dropping the connection drops the answer, its completion and
+                // its upstream request.
+                () = shared.overdue() => {
+                    tracing::info!("closed a connection whose stream outlived its deadline");
+                }
             }
         });
     }

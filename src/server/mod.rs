@@ -3,6 +3,9 @@
 //! connections. `accept` is one accept loop on hyper.
 
 mod accept;
+pub mod connection;
+
+pub use accept::MAX_HEAD;
 
 use std::future::Future;
 use std::time::Duration;

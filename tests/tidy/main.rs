@@ -130,7 +130,7 @@ fn the_import_reader_sees_every_form() {
 fn only_the_attempt_loop_sleeps() {
     // The retry waits live in `completion`. Besides it, only timers that guard the
     // server's own sockets may wait (a pause after a failed accept, a client's body
-    // deadline), and what paces its own output: the demo's simulated upstream and
+    // deadline, a stream's connection past its deadline), and what paces its own output: the demo's simulated upstream and
     // the keep-alive comments of a waiting stream. And what paces background
     // rounds (the one owner of background work runs every loop), and a repeat's
     // polls of a run on another replica in Redis.
@@ -140,6 +140,7 @@ fn only_the_attempt_loop_sleeps() {
         "idempotency/redis.rs",
         "demo/",
         "server/accept.rs",
+        "server/connection.rs",
         "ops/request_body.rs",
         "relay/commit.rs",
     ];
