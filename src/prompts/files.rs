@@ -21,14 +21,22 @@ struct Entry {
     live: Option<Arc<Prompt>>,
     error: Option<String>,
     seen_text: Option<String>,
+    /// The file's size and modification time when it was last read: a reload
+    /// reads only files whose size or time changed.
+    seen_file: Option<(u64, SystemTime)>,
     updated_at: String,
 }
+
+/// The largest prompt file read (contract 10); a larger one is a broken prompt.
+pub const MAX_PROMPT_BYTES: u64 = 1 << 20;
 
 /// Prompts in a folder of `{name}.toml` files.
 pub struct FileStore {
     dir: PathBuf,
     entries: RwLock<BTreeMap<String, Entry>>,
-    /// Serializes writers, so a save and a rollback cannot interleave.
+    /// Serializes writes and reloads, so a save and a rollback cannot interleave,
+    /// and a reload that read the folder before a save can never install what it
+    /// read after it (an admin write is never undone).
     writer: std::sync::Mutex<()>,
 }
 
@@ -107,10 +115,11 @@ impl FileStore {
         write_atomically(&dir.join(format!("{version}.toml")), &current)
     }
 
-    fn install(&self, name: &str, prompt: Prompt) {
+    fn install(&self, name: &str, prompt: Prompt, file: Option<(u64, SystemTime)>) {
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         let entry = entries.entry(name.to_owned()).or_default();
         entry.seen_text = Some(prompt.source.clone());
+        entry.seen_file = file;
         entry.error = None;
         entry.live = Some(Arc::new(prompt));
         entry.updated_at = now_rfc3339();
@@ -149,7 +158,7 @@ impl PromptStore for FileStore {
         std::fs::create_dir_all(&self.dir).map_err(io)?;
         write_atomically(&path, text)?;
         let etag = prompt.etag.clone();
-        self.install(name, prompt);
+        self.install(name, prompt, file_stamp(&path));
         Ok(Saved { created, etag })
     }
 
@@ -208,14 +217,25 @@ impl PromptStore for FileStore {
     }
 
     fn refresh(&self) {
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let found = scan(&self.dir);
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         entries.retain(|name, _| found.contains_key(name));
-        for (name, text) in found {
+        for (name, (path, stamp)) in found {
             let entry = entries.entry(name.clone()).or_default();
-            if entry.seen_text.as_deref() == Some(text.as_str()) {
+            if entry.seen_file == Some(stamp) {
                 continue;
             }
+            entry.seen_file = Some(stamp);
+            let text = match read_prompt(&path, stamp.0) {
+                Ok(text) if entry.seen_text.as_deref() == Some(text.as_str()) => continue,
+                Ok(text) => text,
+                Err(why) => {
+                    tracing::warn!(prompt = %name, error = %why, "prompt file is broken; the last good version stays live");
+                    entry.error = Some(why);
+                    continue;
+                }
+            };
             match Prompt::parse(&name, &text) {
                 Ok(prompt) => {
                     tracing::info!(prompt = %name, etag = %prompt.etag, "prompt loaded");
@@ -237,8 +257,9 @@ impl PromptStore for FileStore {
     }
 }
 
-/// Every `{valid-name}.toml` regular file in the folder, with its text.
-fn scan(dir: &Path) -> BTreeMap<String, String> {
+/// Every `{valid-name}.toml` regular file in the folder, with its path, size and
+/// modification time (nothing is read yet).
+fn scan(dir: &Path) -> BTreeMap<String, (PathBuf, (u64, SystemTime))> {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return BTreeMap::new();
     };
@@ -250,9 +271,29 @@ fn scan(dir: &Path) -> BTreeMap<String, String> {
             if !valid_name(name) {
                 return None;
             }
-            Some((name.to_owned(), read_regular(&entry.path())?))
+            let path = entry.path();
+            let stamp = file_stamp(&path)?;
+            Some((name.to_owned(), (path, stamp)))
         })
         .collect()
+}
+
+/// A regular file's size and modification time; `None` for anything else
+/// (symlinks are not followed).
+fn file_stamp(path: &Path) -> Option<(u64, SystemTime)> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    Some((meta.len(), meta.modified().unwrap_or(UNIX_EPOCH)))
+}
+
+/// A prompt file's text, refused past `MAX_PROMPT_BYTES` without reading it.
+fn read_prompt(path: &Path, size: u64) -> Result<String, String> {
+    if size > MAX_PROMPT_BYTES {
+        return Err(format!("the file is over {MAX_PROMPT_BYTES} bytes"));
+    }
+    read_regular(path).ok_or_else(|| "the file cannot be read as UTF-8 text".to_owned())
 }
 
 /// The text of a regular file; symlinks and anything else are not followed.

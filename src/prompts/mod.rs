@@ -6,6 +6,7 @@
 //! one replica) and `redis` (a fleet's shared copy).
 
 pub mod files;
+mod place;
 pub mod redis;
 pub mod render;
 pub mod spec;

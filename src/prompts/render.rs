@@ -7,7 +7,11 @@
 
 use serde_json::{Map, Value};
 
-use super::spec::Prompt;
+use std::sync::{Arc, LazyLock};
+
+use tokio::sync::Semaphore;
+
+use super::spec::{Prompt, RenderFailed};
 use crate::error::ApiError;
 
 /// The messages and parameters a prompt renders to.
@@ -59,17 +63,46 @@ pub fn bind(prompt: &Prompt, given: &Map<String, Value>) -> Result<Map<String, V
     Ok(bound)
 }
 
-/// Binds and renders: what an upstream call, a preview and `check` all use.
+/// Binds and renders: what an upstream call, a preview and `check` all use. A
+/// render past its limits is the caller's doing (its variables): `422
+/// invalid_variables`.
 pub fn render(prompt: &Prompt, given: &Map<String, Value>) -> Result<Rendered, ApiError> {
     let context = bind(prompt, given)?;
     let messages = prompt
         .render(&context)
-        .map_err(|problem| ApiError::InvalidVariables {
+        .map_err(|failed| ApiError::InvalidVariables {
             name: "*".into(),
-            problem: format!("the template failed to render: {problem}"),
+            problem: match failed {
+                RenderFailed::Limits => failed.to_string(),
+                RenderFailed::Error(problem) => {
+                    format!("the template failed to render: {problem}")
+                }
+            },
         })?;
     Ok(Rendered {
         messages,
         params: prompt.params.clone(),
     })
+}
+
+/// Renders at once, process-wide: one per CPU core, so that hostile templates, each
+/// within its step budget, cannot together take every core or much memory.
+static RENDERS: LazyLock<Semaphore> =
+    LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)));
+
+/// `render` on the blocking pool: a render takes up to its step budget, and the
+/// streams on this worker's event loop must keep their pace meanwhile. It ends
+/// within that budget even if its client leaves.
+pub async fn render_off_loop(
+    prompt: Arc<Prompt>,
+    given: Map<String, Value>,
+) -> Result<Rendered, ApiError> {
+    let failed = || ApiError::InvalidVariables {
+        name: "*".into(),
+        problem: "the template failed to render".into(),
+    };
+    let _turn = RENDERS.acquire().await.map_err(|_| failed())?;
+    tokio::task::spawn_blocking(move || render(&prompt, &given))
+        .await
+        .map_err(|_| failed())?
 }

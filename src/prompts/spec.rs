@@ -12,6 +12,8 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use super::place::PromptError;
+use super::place::{describe, template_error, toml_error};
 use crate::normalize::OutputKind;
 
 /// A compiled prompt template, ready to render.
@@ -73,18 +75,6 @@ pub enum VariableType {
     Array,
 }
 
-/// Why a prompt file cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct PromptError {
-    /// What is wrong.
-    pub message: String,
-    /// 1-based line in the file, where known.
-    pub line: Option<usize>,
-    /// 1-based column in the file, where known.
-    pub column: Option<usize>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PromptFile {
@@ -123,10 +113,18 @@ pub fn valid_name(name: &str) -> bool {
 impl Prompt {
     /// Parses, compiles and test-renders a prompt file.
     pub fn parse(name: &str, source: &str) -> Result<Prompt, PromptError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(PromptError {
+                message: format!("the prompt file is over {MAX_SOURCE_BYTES} bytes"),
+                line: None,
+                column: None,
+            });
+        }
         let file: PromptFile = toml::from_str(source).map_err(|e| toml_error(source, &e))?;
         check_fields(&file)?;
         let mut templates = Environment::new();
         templates.set_undefined_behavior(UndefinedBehavior::Strict);
+        templates.set_fuel(Some(RENDER_FUEL));
         let mut roles = Vec::new();
         let sources = [
             ("system", file.messages.system),
@@ -176,20 +174,36 @@ impl Prompt {
                     }
                 })?;
         }
-        Ok(())
+        // The limits, on the whole render (the roles together).
+        self.render(&self.sample_context())
+            .map(drop)
+            .map_err(|failed| PromptError {
+                message: format!("does not render with sample values: {failed}"),
+                line: None,
+                column: None,
+            })
     }
 
-    /// Renders the messages for a bound context of variables.
-    pub fn render(&self, context: &Map<String, Value>) -> Result<Vec<Value>, String> {
+    /// Renders the messages for a bound context of variables, within the limits:
+    /// `RENDER_FUEL` steps per template, `MAX_RENDERED_BYTES` of text in all.
+    pub fn render(&self, context: &Map<String, Value>) -> Result<Vec<Value>, RenderFailed> {
         let context = minijinja::Value::from(minijinja::value::Serde(context));
+        let mut written = 0;
         self.roles
             .iter()
             .map(|role| {
                 let template = self
                     .templates
                     .get_template(role)
-                    .map_err(|e| e.to_string())?;
-                let content = template.render(&context).map_err(|e| describe(&e))?;
+                    .map_err(|e| RenderFailed::Error(e.to_string()))?;
+                let content = template.render(&context).map_err(|e| match e.kind() {
+                    minijinja::ErrorKind::OutOfFuel => RenderFailed::Limits,
+                    _ => RenderFailed::Error(describe(&e)),
+                })?;
+                written += content.len();
+                if written > MAX_RENDERED_BYTES {
+                    return Err(RenderFailed::Limits);
+                }
                 Ok(serde_json::json!({"role": role, "content": content}))
             })
             .collect()
@@ -270,69 +284,28 @@ pub fn etag(source: &str) -> String {
     format!("\"{hash:016x}\"")
 }
 
-fn toml_error(source: &str, error: &toml::de::Error) -> PromptError {
-    let (line, column) = match error.span() {
-        Some(span) => line_column(source, span.start),
-        None => (None, None),
-    };
-    PromptError {
-        message: error.message().to_owned(),
-        line,
-        column,
-    }
-}
+/// The largest prompt file (contract 10).
+pub const MAX_SOURCE_BYTES: usize = 1 << 20;
 
-/// A template error, placed in the file: minijinja counts lines within the template,
-/// so the template's first line in the file is added.
-fn template_error(source: &str, role: &str, error: &minijinja::Error) -> PromptError {
-    let offset = template_start_line(source, role);
-    PromptError {
-        message: format!("messages.{role}: {}", describe(error)),
-        line: error.line().map(|l| l + offset.unwrap_or(1) - 1),
-        column: None,
-    }
-}
+/// The steps (minijinja's fuel: instructions, and about one per 64 bytes of data
+/// made) one template may take to render: on this project's 2-core machine about
+/// 40 ms of loop work, or about 100 ms of string building (a template doubling a
+/// string), and at most about 128 MiB of data (docs/performance.md has the
+/// measurement).
+pub const RENDER_FUEL: u64 = 2_000_000;
 
-fn describe(error: &minijinja::Error) -> String {
-    match error.detail() {
-        Some(detail) => format!("{}: {detail}", error.kind()),
-        None => error.kind().to_string(),
-    }
-}
+/// The most text a render may produce, every message together.
+pub const MAX_RENDERED_BYTES: usize = 1 << 20;
 
-/// The 1-based file line where the `role = """` template text starts. Only lines
-/// after the `[messages]` header count (when there is one), so a `user` key in
-/// `[params]` is not taken for the template.
-fn template_start_line(source: &str, role: &str) -> Option<usize> {
-    let header = source
-        .lines()
-        .position(|line| line.trim() == "[messages]")
-        .map_or(0, |index| index + 1);
-    source
-        .lines()
-        .enumerate()
-        .skip(header)
-        .find_map(|(index, line)| {
-            let trimmed = line.trim_start();
-            let rest = trimmed
-                .strip_prefix(role)?
-                .trim_start()
-                .strip_prefix('=')?
-                .trim_start();
-            // A `"""` string starts on the next line when the opening quotes end the line.
-            Some(if rest == "\"\"\"" || rest == "'''" {
-                index + 2
-            } else {
-                index + 1
-            })
-        })
-}
-
-fn line_column(source: &str, offset: usize) -> (Option<usize>, Option<usize>) {
-    let before = source.get(..offset).unwrap_or(source);
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (Some(line), Some(column))
+/// Why a render gave no messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderFailed {
+    /// It ran past its step budget or produced more than `MAX_RENDERED_BYTES`.
+    #[error("the template exceeded its limits")]
+    Limits,
+    /// The template failed (an undefined variable, a bad filter argument).
+    #[error("{0}")]
+    Error(String),
 }
 
 #[cfg(test)]

@@ -113,3 +113,114 @@ mod store_times {
         assert_eq!(rfc3339(1_764_480_000_123), "2025-11-30T05:20:00.123Z");
     }
 }
+
+/// A prompt whose user message is `template`, with one integer variable `n`.
+fn with_template(template: &str) -> String {
+    format!(
+        "output = \"text\"\n[variables.n]\ntype = \"integer\"\ndefault = 1\n[messages]\nuser = \"\"\"{template}\"\"\"\n"
+    )
+}
+
+#[test]
+fn a_render_past_its_step_budget_or_its_output_limit_stops() {
+    use super::spec::RenderFailed;
+    // A loop over the caller's integer: fine for a small one, stopped for a huge one.
+    let looping = Prompt::parse(
+        "x",
+        &with_template("{% for i in range(n) %}{% for j in range(n) %}.{% endfor %}{% endfor %}"),
+    )
+    .expect("small n renders");
+    let huge = serde_json::Map::from_iter([("n".to_owned(), json!(100_000))]);
+    assert_eq!(looping.render(&huge), Err(RenderFailed::Limits));
+    assert!(matches!(
+        render(&looping, &huge),
+        Err(crate::error::ApiError::InvalidVariables { ref problem, .. })
+            if problem == "the template exceeded its limits"
+    ));
+    // Doubling a string: stopped by the same budget, before it is large.
+    let doubling = "{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(n) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
+    let doubling = Prompt::parse("x", &with_template(doubling)).expect("n = 1 renders");
+    let forty = serde_json::Map::from_iter([("n".to_owned(), json!(40))]);
+    assert_eq!(doubling.render(&forty), Err(RenderFailed::Limits));
+    // More than 1 MiB of text, however cheap.
+    let wide = Prompt::parse("x", &with_template("{{ 'x' * (n * 1100000) }}"));
+    let error = wide.expect_err("the sample render (n = 1) is over 1 MiB");
+    assert!(
+        error.message.contains("exceeded its limits"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn a_prompt_file_over_1_mib_is_refused() {
+    let padding = "#".repeat(1 << 20);
+    let error =
+        Prompt::parse("x", &format!("{padding}\n{}", with_template("hi"))).expect_err("over 1 MiB");
+    assert!(
+        error.message.contains("over 1048576 bytes"),
+        "{}",
+        error.message
+    );
+}
+
+mod folder_reload {
+    use std::time::{Duration, SystemTime};
+
+    use super::with_template;
+    use crate::prompts::{FileStore, PromptStore};
+
+    fn folder(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ladle-reload-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("make the folder");
+        dir
+    }
+
+    fn etag(store: &FileStore, name: &str) -> Option<String> {
+        store.get(name).map(|p| p.etag.clone())
+    }
+
+    #[test]
+    fn a_reload_reads_only_files_whose_size_or_time_changed() {
+        let dir = folder("stamps");
+        let path = dir.join("t.toml");
+        std::fs::write(&path, with_template("aaaa")).expect("write");
+        let written = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        let store = FileStore::open(&dir);
+        let first = etag(&store, "t");
+        // The same size and modification time: not read again.
+        std::fs::write(&path, with_template("bbbb")).expect("write");
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        file.set_modified(written).expect("set the time back");
+        store.refresh();
+        assert_eq!(etag(&store, "t"), first, "unchanged stamps, not read");
+        file.set_modified(SystemTime::now() + Duration::from_secs(5))
+            .expect("touch");
+        store.refresh();
+        assert_ne!(etag(&store, "t"), first, "a new time: read");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_file_over_1_mib_is_broken_and_keeps_the_last_good_version() {
+        let dir = folder("big");
+        std::fs::write(dir.join("t.toml"), with_template("small")).expect("write");
+        std::fs::write(dir.join("huge.toml"), "#".repeat((1 << 20) + 1)).expect("write");
+        let store = FileStore::open(&dir);
+        let good = etag(&store, "t");
+        assert!(good.is_some());
+        assert_eq!(etag(&store, "huge"), None, "no good version: no task");
+        std::fs::write(dir.join("t.toml"), "#".repeat((1 << 20) + 1)).expect("write");
+        store.refresh();
+        assert_eq!(etag(&store, "t"), good, "the last good version stays live");
+        let broken: Vec<String> = store.broken().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(broken, ["huge", "t"]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -62,7 +62,7 @@ pub async fn run(
         model: String::new(),
         keep_alive: None,
     };
-    let answer = match task_call(&app, reply, arrived, headers, variables) {
+    let answer = match task_call(&app, reply, arrived, headers, variables).await {
         Ok(call) => request::complete(&app, call, &mut note).await,
         Err(error) => Err(error),
     };
@@ -70,8 +70,8 @@ pub async fn run(
 }
 
 /// The task request as a `Call`: its prompt found, its variables checked and
-/// rendered, before any upstream call.
-fn task_call(
+/// rendered (off the event loop), before any upstream call.
+async fn task_call(
     app: &AppState,
     mut reply: Reply,
     arrived: Instant,
@@ -83,7 +83,7 @@ fn task_call(
         .prompts
         .get(&name)
         .ok_or_else(|| ApiError::NotFound(format!("unknown task `{name}`")))?;
-    let rendered = render::render(&prompt, &variables)?;
+    let rendered = render::render_off_loop(prompt.clone(), variables.clone()).await?;
     reply.model = prompt
         .model
         .clone()

@@ -25,7 +25,8 @@ use crate::error::ApiError;
 use crate::normalize::OutputKind;
 use crate::ops::request_id::RequestId;
 use crate::prompts::Version;
-use crate::prompts::render::{self, Rendered};
+use crate::prompts::render;
+use crate::prompts::spec::{MAX_SOURCE_BYTES, RenderFailed};
 use crate::prompts::{Prompt, PromptStore, StoreError};
 use crate::state::AppState;
 
@@ -130,6 +131,10 @@ async fn save(
 ) -> Result<Response, ApiError> {
     let if_match = if_match(request.headers())?;
     let body = read_body(request).await?;
+    // A prompt file is at most 1 MiB, whatever `LADLE_MAX_BODY_BYTES` allows.
+    if body.len() > MAX_SOURCE_BYTES {
+        return Err(ApiError::BodyTooLarge(MAX_SOURCE_BYTES));
+    }
     let text = String::from_utf8(body.to_vec())
         .map_err(|_| ApiError::InvalidRequest("the prompt text is not UTF-8".into()))?;
     let saved = {
@@ -171,15 +176,18 @@ async fn render_saved(
     JsonBody(body): JsonBody<RenderRequest>,
 ) -> Result<JsonAnswer, ApiError> {
     let prompt = live(&app, &name)?;
-    rendered(&prompt, &body.variables)
+    off_loop(move || rendered(&prompt, &body.variables)).await
 }
 
 async fn render_unsaved(
     _: Admin,
     JsonBody(body): JsonBody<PreviewRequest>,
 ) -> Result<JsonAnswer, ApiError> {
-    let prompt = Prompt::parse("preview", &body.template)?;
-    rendered(&prompt, &body.variables)
+    off_loop(move || {
+        let prompt = Prompt::parse("preview", &body.template)?;
+        rendered(&prompt, &body.variables)
+    })
+    .await
 }
 
 async fn history(
@@ -233,8 +241,22 @@ fn live(app: &AppState, name: &str) -> Result<std::sync::Arc<Prompt>, ApiError> 
 }
 
 /// `{"messages", "params"}` for a prompt and the caller's variables.
+/// A preview: the variables are the caller's (`422 invalid_variables`), the
+/// limits the prompt's (`422 invalid_prompt`).
 fn rendered(prompt: &Prompt, variables: &Map<String, Value>) -> Result<JsonAnswer, ApiError> {
-    let Rendered { messages, params } = render::render(prompt, variables)?;
+    let context = render::bind(prompt, variables)?;
+    let messages = prompt.render(&context).map_err(|failed| match failed {
+        RenderFailed::Limits => ApiError::InvalidPrompt {
+            message: failed.to_string(),
+            line: None,
+            column: None,
+        },
+        RenderFailed::Error(problem) => ApiError::InvalidVariables {
+            name: "*".into(),
+            problem: format!("the template failed to render: {problem}"),
+        },
+    })?;
+    let params = &prompt.params;
     Ok(axum::Json(
         json!({ "messages": messages, "params": params }),
     ))
@@ -265,10 +287,19 @@ async fn on_store<T: Send + 'static>(
     call: impl FnOnce(&dyn PromptStore) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let store = app.prompts.clone();
-    tokio::task::spawn_blocking(move || call(store.as_ref()))
+    off_loop(move || call(store.as_ref()).map_err(ApiError::from)).await
+}
+
+/// Runs `work` on the blocking pool: file I/O (an fsync), and compiling and
+/// rendering templates (each up to its step budget), never stall the event loop
+/// that relays streams. Work that has begun finishes even if its client leaves,
+/// so a prompt file is never left half-replaced.
+async fn off_loop<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ApiError::Storage(format!("the prompt store call failed: {e}")))?
-        .map_err(ApiError::from)
+        .map_err(|_| ApiError::Storage("the admin call failed".into()))?
 }
 
 fn log_change(request_id: &RequestId, what: &str, name: &str, etag: Option<&str>) {
