@@ -7,11 +7,11 @@ use ladle::breaker::BreakerSettings;
 use ladle::budget::BudgetSettings;
 use ladle::config::BreakerMode;
 
-use crate::fleet::{
+use crate::support::fleet::{
     chat, metric, primary_and_backup, serve as gateway, upstream as fleet_upstream,
 };
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 fn breaker(failures: u32, open_ms: u64) -> BreakerSettings {
     BreakerSettings {
@@ -156,7 +156,7 @@ async fn a_budget_caps_retries_during_an_outage_while_fallbacks_still_go_out() {
 
 #[tokio::test]
 async fn an_upstream_whose_tls_failed_is_not_called_again_in_that_request() {
-    let untrusted = crate::tls::TlsUpstream::start().await;
+    let untrusted = crate::support::tls::TlsUpstream::start().await;
     let busy = MockUpstream::start().await;
     busy.fallback(status(503, "{}"));
     let base = gateway(

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use ladle::config::Secret;
 use serde_json::json;
 
-use crate::helpers::*;
-use crate::webdriver::{Browser, CHROMEDRIVER, CHROMIUM};
+use crate::support::browser::{Browser, CHROMEDRIVER, CHROMIUM};
+use crate::support::*;
 
 const TOKEN: &str = "browser-admin-token";
 

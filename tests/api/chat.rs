@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_non_streaming_request_gets_one_chat_completion_and_the_upstream_always_streams() {

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use ladle::demo::{self, DemoOptions};
 use serde_json::json;
 
-use crate::helpers::*;
+use crate::support::*;
 
 fn ladle() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ladle"));

@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 const CHILD: &str = "LADLE_DRILL_CHILD";
 const NAME: &str = "drill::the_gateway_holds_steady_under_a_fault_drill_with_200_clients";

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 const BUSY_CHUNK: &str = r#"{"error":{"code":"1305","message":"当前模型访问量较大，请稍后重试"}}"#;
 

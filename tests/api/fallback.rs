@@ -8,9 +8,9 @@ use ladle::config::UpstreamSettings;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::fleet::{self, chat, metric, primary_and_backup, upstream};
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::fleet::{self, chat, metric, primary_and_backup, upstream};
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 /// A gateway in front of `upstreams`, with back-offs long enough (300 ms) that an
 /// immediate fallback is plain to see.

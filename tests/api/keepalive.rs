@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 /// A gateway whose streams get comments after 50 ms of silence, and whose
 /// back-offs last 150 ms.

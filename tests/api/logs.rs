@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mock_upstream::*;
-use crate::process::Gateway;
+use crate::support::mock_upstream::*;
+use crate::support::process::Gateway;
 
 #[tokio::test]
 async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_error() {

@@ -3,17 +3,15 @@
 //! variables reach the real binary (a child process), since a client reads them
 //! when it is built; an explicit `LADLE_UPSTREAM_PROXY` is tried in process.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ladle::config::{Secret, UpstreamProxy};
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-use crate::process::Gateway;
-use crate::tls::{TlsUpstream, fixture};
-use crate::upstream::post_chat;
+use crate::support::mock_upstream::*;
+use crate::support::process::Gateway;
+use crate::support::proxy::Tinyproxy;
+use crate::support::tls::{TlsUpstream, fixture};
+use crate::support::*;
 
 #[tokio::test]
 async fn an_http_upstream_is_reached_through_the_environments_proxy() {
@@ -134,70 +132,4 @@ async fn assert_not_started(app: &TestApp) {
             >= 1.0
     );
     assert!(app.upstream.requests().is_empty());
-}
-
-/// A tinyproxy process on a free loopback port, killed when dropped.
-struct Tinyproxy {
-    url: String,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Tinyproxy {
-    /// Starts tinyproxy with `extra` config lines; panics, naming the package, if it
-    /// is not installed (`.ci/run` installs it).
-    async fn start(extra: &str) -> Tinyproxy {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            listener.local_addr().expect("address").port()
-        };
-        let dir =
-            std::env::temp_dir().join(format!("ladle-tinyproxy-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("proxy folder");
-        let config = format!(
-            "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 50\nAllow 127.0.0.1\n\
-             LogFile \"{log}\"\nLogLevel Info\nDisableViaHeader Yes\n{extra}",
-            log = dir.join("tinyproxy.log").display()
-        );
-        let config_path = dir.join("tinyproxy.conf");
-        std::fs::write(&config_path, config).expect("proxy config");
-        let child = Command::new("tinyproxy")
-            .arg("-d")
-            .arg("-c")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tinyproxy is installed (Debian package `tinyproxy`; .ci/run installs it)");
-        // Made at once, so that a failed wait below still kills it.
-        let proxy = Tinyproxy {
-            url: format!("http://127.0.0.1:{port}"),
-            child,
-            dir,
-        };
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return proxy;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("tinyproxy did not listen on {port} within 2 s");
-    }
-
-    /// What tinyproxy logged so far.
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("tinyproxy.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Tinyproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

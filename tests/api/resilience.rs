@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-use crate::process::Gateway;
+use crate::support::mock_upstream::*;
+use crate::support::process::Gateway;
+use crate::support::*;
 
 /// A chat request with `X-Request-Timeout-Ms: value`.
 async fn chat_with_timeout(app: &TestApp, value: &str) -> reqwest::Response {

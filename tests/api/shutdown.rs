@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
 use crate::ops::slow_answer;
-use crate::process::Gateway;
+use crate::support::mock_upstream::*;
+use crate::support::process::Gateway;
+use crate::support::*;
 
 #[tokio::test]
 async fn shutdown_lets_a_live_stream_finish_and_refuses_new_connections() {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn consecutive_requests_share_one_upstream_connection() {
@@ -234,23 +234,4 @@ async fn an_event_of_endless_data_lines_fails_the_attempt_instead_of_growing_mem
             "socket {index} left open"
         );
     }
-}
-
-pub async fn post_chat(base: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("gateway answers")
-}
-
-pub async fn wait_until(done: impl Fn() -> bool) {
-    for _ in 0..200 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("the condition did not hold within a second");
 }

@@ -2,8 +2,8 @@
 //! assembles an answer itself, what it counts, and how it tells a caller's SDK
 //! whether to retry.
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 /// An answer whose last chunk reports usage, as `include_usage` asks.
 fn answer_with_usage(text: &str) -> Script {

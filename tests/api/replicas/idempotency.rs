@@ -2,8 +2,8 @@
 //! claim whose replica died.
 
 use super::*;
-use crate::process::Gateway;
-use crate::redis_server::REDIS_PASSWORD;
+use crate::support::process::Gateway;
+use crate::support::redis::REDIS_PASSWORD;
 
 #[tokio::test]
 async fn a_key_used_on_one_replica_is_replayed_by_the_other_without_an_upstream_call() {

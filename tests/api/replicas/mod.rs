@@ -11,9 +11,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-use crate::redis_server::RedisServer;
+use crate::support::mock_upstream::*;
+use crate::support::redis::RedisServer;
+use crate::support::*;
 
 mod budgets;
 mod idempotency;

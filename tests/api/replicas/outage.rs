@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
-use crate::process::Gateway;
-use crate::redis_server::{REDIS_PASSWORD, free_port};
+use crate::support::process::Gateway;
+use crate::support::redis::{REDIS_PASSWORD, free_port};
 
 #[tokio::test]
 async fn an_unreachable_redis_at_start_stops_nothing_but_admin_writes() {

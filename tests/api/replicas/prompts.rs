@@ -148,7 +148,7 @@ async fn two_replicas_starting_together_seed_the_fleet_once() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut connection = redis.connection().await;
-    let stored: Vec<String> = redis::cmd("HKEYS")
+    let stored: Vec<String> = ::redis::cmd("HKEYS")
         .arg("ladle:prompts:text")
         .query_async(&mut connection)
         .await
@@ -172,7 +172,7 @@ async fn a_redis_that_lost_its_data_is_seeded_again_before_the_first_write() {
     .await;
     redis.wait_for_key("ladle:prompts:seeded").await;
     let mut connection = redis.connection().await;
-    let () = redis::cmd("FLUSHALL")
+    let () = ::redis::cmd("FLUSHALL")
         .query_async(&mut connection)
         .await
         .expect("FLUSHALL");
@@ -180,7 +180,7 @@ async fn a_redis_that_lost_its_data_is_seeded_again_before_the_first_write() {
     // (where it would put the folder's recipe back over the edit).
     let saved = a.put("recipe", &small_prompt("重来"), None).await;
     assert_eq!(saved.status(), 200);
-    let mut stored: Vec<String> = redis::cmd("HKEYS")
+    let mut stored: Vec<String> = ::redis::cmd("HKEYS")
         .arg("ladle:prompts:text")
         .query_async(&mut connection)
         .await
@@ -222,7 +222,7 @@ async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
     // and the next seeding (from a folder that gained a prompt) is version 1 too.
     std::fs::write(a.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
     std::fs::write(b.prompts_dir.join("extra.toml"), small_prompt("新种")).expect("extra");
-    let () = redis::cmd("FLUSHALL")
+    let () = ::redis::cmd("FLUSHALL")
         .query_async(&mut connection)
         .await
         .expect("FLUSHALL");
@@ -242,9 +242,9 @@ async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
 /// not the folder's copy it started with.
 async fn follows_redis(
     replica: &Replica,
-    connection: &mut redis::aio::MultiplexedConnection,
+    connection: &mut ::redis::aio::MultiplexedConnection,
 ) -> bool {
-    let updated: Option<u64> = redis::cmd("HGET")
+    let updated: Option<u64> = ::redis::cmd("HGET")
         .arg("ladle:prompts:updated")
         .arg("recipe")
         .query_async(connection)

@@ -10,7 +10,7 @@ use ladle::server;
 use ladle::state::AppState;
 use serde_json::Value;
 
-use crate::mock_upstream::MockUpstream;
+use super::mock_upstream::MockUpstream;
 
 /// The API key the tests configure; it must never come back out.
 pub const API_KEY: &str = "sk-test-abcdef123456";
@@ -238,4 +238,25 @@ pub fn millis(n: u64) -> Duration {
 /// `127.0.0.1:PORT` of a test app.
 pub fn address(app: &TestApp) -> String {
     app.base.trim_start_matches("http://").to_owned()
+}
+
+/// A chat request with one user message to the gateway at `base`.
+pub async fn post_chat(base: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("gateway answers")
+}
+
+/// Waits (up to a second) until `done` holds.
+pub async fn wait_until(done: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the condition did not hold within a second");
 }

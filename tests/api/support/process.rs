@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::helpers::prompts_copy;
+use super::gateway::prompts_copy;
 
 /// A running gateway process.
 pub struct Gateway {

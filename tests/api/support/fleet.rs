@@ -3,7 +3,7 @@
 use ladle::config::{Config, Secret, UpstreamProxy, UpstreamSettings};
 use serde_json::json;
 
-use crate::helpers::*;
+use super::gateway::*;
 
 /// An upstream of the list, with the tests' key and no proxy.
 pub fn upstream(name: &str, url: &str, priority: u32, weight: u32) -> UpstreamSettings {
