@@ -2,17 +2,18 @@
 
 use hyper::http::Version;
 
-use crate::support::tls::{TlsUpstream, fixture};
+use crate::support::tls::{TlsUpstream, tls_fixture};
 use crate::support::*;
 
 #[tokio::test]
 async fn an_https_upstream_that_offers_h2_is_spoken_to_in_h2() {
     let upstream = TlsUpstream::start().await;
-    let prompts_dir = prompts_copy();
-    let mut config = fast_config(&prompts_dir);
-    config.upstream_ca_file = Some(fixture("ca.pem").into());
-    let base = spawn_gateway(config, &upstream.url).await;
-    let response = post_chat(&base).await;
+    let gateway = Gateway::options()
+        .url(&upstream.url)
+        .adjust(|c| c.upstream_ca_file = Some(tls_fixture("ca.pem").into()))
+        .start()
+        .await;
+    let response = gateway.chat(false).await;
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
     assert_eq!(body["choices"][0]["message"]["content"], "加密");
@@ -22,9 +23,8 @@ async fn an_https_upstream_that_offers_h2_is_spoken_to_in_h2() {
 #[tokio::test]
 async fn an_https_upstream_with_an_unknown_ca_is_a_final_failure_after_one_handshake() {
     let upstream = TlsUpstream::start().await;
-    let prompts_dir = prompts_copy();
-    let base = spawn_gateway(fast_config(&prompts_dir), &upstream.url).await;
-    let response = post_chat(&base).await;
+    let gateway = Gateway::options().url(&upstream.url).start().await;
+    let response = gateway.chat(false).await;
     assert_eq!(response.status(), 502);
     let error = json_of(response).await["error"].clone();
     assert_eq!(error["code"], "upstream_failed");

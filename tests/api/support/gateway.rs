@@ -1,262 +1,195 @@
-//! Starts the real server on an ephemeral loopback port, in front of a mock
-//! upstream, with every timeout scaled down to milliseconds.
+//! One gateway in this process: `ladle::server::serve` on an ephemeral loopback
+//! port with the fast config, changed as the test asks: in front of a fresh mock
+//! upstream (or a given one, a URL, a list of upstreams), with the admin API, a
+//! fleet's Redis, extra prompt files or a prompts folder of its own. The same
+//! type is the gateway of a single-gateway test and each replica of a replica
+//! test; its requests are `Endpoint`'s (it derefs to one).
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::future::Future;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
 
 use ladle::config::{Config, Secret, UpstreamSettings};
 use ladle::server;
 use ladle::state::AppState;
-use serde_json::Value;
+use tokio::task::JoinHandle;
 
+use super::config::{ADMIN_TOKEN, API_KEY, fast_config, redis_settings};
+use super::fixtures::prompts_copy;
+use super::http::Endpoint;
 use super::mock_upstream::MockUpstream;
+use super::redis::RedisServer;
 
-/// The API key the tests configure; it must never come back out.
-pub const API_KEY: &str = "sk-test-abcdef123456";
-
-/// A running gateway and its mock upstream.
-pub struct TestApp {
-    /// `http://127.0.0.1:PORT`.
-    pub base: String,
-    /// The mock upstream behind it.
-    pub upstream: MockUpstream,
-    /// The gateway's prompts folder (a private copy).
+/// A running gateway.
+pub struct Gateway {
+    endpoint: Endpoint,
+    /// The mock upstream it runs in front of, if it does.
+    upstream: Option<MockUpstream>,
+    /// The gateway's prompts folder (a private copy of the shipped prompts,
+    /// unless the test gave one).
     pub prompts_dir: PathBuf,
-    /// An HTTP client for calling the gateway.
-    pub client: reqwest::Client,
 }
 
-/// Config with timeouts scaled down so no test waits for seconds.
-pub fn fast_config(prompts_dir: &std::path::Path) -> Config {
-    let env = |key: &str| -> Option<String> {
-        let value = match key {
-            "LADLE_LISTEN" => "127.0.0.1:0",
-            "LADLE_MODEL" => "test-model",
-            "LADLE_UPSTREAM_API_KEY" => API_KEY,
-            "LADLE_CONNECT_TIMEOUT_MS" => "300",
-            "LADLE_IDLE_TIMEOUT_MS" => "300",
-            "LADLE_DEADLINE_MS" => "3000",
-            "LADLE_MIN_REMAINING_MS" => "500",
-            "LADLE_BACKOFF_BASE_MS" => "20",
-            "LADLE_BACKOFF_MAX_MS" => "100",
-            "LADLE_EARLY_RETRY_WINDOW_MS" => "1000",
-            "LADLE_QUEUE_TIMEOUT_MS" => "200",
-            "LADLE_PROMPT_RELOAD_MS" => "50",
-            // The machine's own proxy variables never steer a test's upstream.
-            "LADLE_UPSTREAM_PROXY" => "none",
-            _ => return None,
-        };
-        Some(value.to_owned())
-    };
-    let mut config = Config::load(None, &env).expect("test config is valid");
-    config.prompts_dir = prompts_dir.to_path_buf();
-    config
-}
-
-/// A fresh folder holding a copy of the shipped prompts.
-pub fn prompts_copy() -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("ladle-test-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create prompts copy");
-    for entry in
-        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/prompts")).expect("read prompts")
-    {
-        let entry = entry.expect("prompt entry");
-        std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy prompt");
-    }
-    dir
-}
-
-/// Starts a gateway with the fast config, changed by `adjust`.
-pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
-    spawn_app_until(adjust, std::future::pending()).await.0
-}
-
-/// Starts a gateway that shuts down when `shutdown` resolves; the handle ends
-/// when the server has stopped.
-pub async fn spawn_app_until(
-    adjust: impl FnOnce(&mut Config),
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> (TestApp, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let upstream = MockUpstream::start().await;
-    let prompts_dir = prompts_copy();
-    let mut config = fast_config(&prompts_dir);
-    adjust(&mut config);
-    let (base, server) = spawn_gateway_until(config, &upstream.url, shutdown).await;
-    let app = TestApp {
-        base,
-        upstream,
-        prompts_dir,
-        client: reqwest::Client::new(),
-    };
-    (app, server)
-}
-
-/// Serves a gateway for `config` in front of `upstream_url`; returns its base URL.
-pub async fn spawn_gateway(config: Config, upstream_url: &str) -> String {
-    spawn_gateway_until(config, upstream_url, std::future::pending())
-        .await
-        .0
-}
-
-/// Serves a gateway until `shutdown` resolves; returns its base URL and the
-/// server's handle, which ends when the server has stopped.
-pub async fn spawn_gateway_until(
-    mut config: Config,
-    upstream_url: &str,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
-    config.upstreams = vec![UpstreamSettings::single(
-        upstream_url,
-        Secret::new(API_KEY),
-        config.upstream_proxy.clone(),
-    )];
-    serve_config(config, shutdown).await
-}
-
-/// Serves a gateway for `config` as it is (its own `upstreams`).
-pub async fn serve_config(
-    config: Config,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind gateway");
-    let base = format!("http://{}", listener.local_addr().expect("gateway address"));
-    let state = AppState::new(config).expect("state builds");
-    (base, tokio::spawn(server::serve(listener, state, shutdown)))
-}
-
-/// Starts a gateway with the fast config.
-pub async fn spawn_app() -> TestApp {
-    spawn_app_with(|_| {}).await
-}
-
-impl TestApp {
-    /// POSTs a JSON body.
-    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
-        self.client
-            .post(format!("{}{path}", self.base))
-            .json(body)
-            .send()
-            .await
-            .expect("gateway answers")
-    }
-
-    /// POSTs a JSON body asking for an event stream.
-    pub async fn post_events(&self, path: &str, body: &Value) -> reqwest::Response {
-        self.client
-            .post(format!("{}{path}", self.base))
-            .header("accept", "text/event-stream")
-            .json(body)
-            .send()
-            .await
-            .expect("gateway answers")
-    }
-
-    /// GETs a path.
-    pub async fn get(&self, path: &str) -> reqwest::Response {
-        self.client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("gateway answers")
-    }
-
-    /// A chat request with one user message.
-    pub async fn chat(&self, stream: bool) -> reqwest::Response {
-        let body =
-            serde_json::json!({"stream": stream, "messages": [{"role": "user", "content": "hi"}]});
-        self.post("/v1/chat/completions", &body).await
-    }
-
-    /// The value of one metric series in `/metrics`, 0 when absent.
-    pub async fn metric(&self, series: &str) -> f64 {
-        let text = self
-            .get("/metrics")
-            .await
-            .text()
-            .await
-            .expect("metrics text");
-        text.lines()
-            .find_map(|line| {
-                line.strip_prefix(series)
-                    .and_then(|rest| rest.trim().parse().ok())
-            })
-            .unwrap_or(0.0)
+impl Deref for Gateway {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
     }
 }
 
-/// Whether an answer was taken from another request's run (`Idempotent-Replayed`).
-pub fn replayed(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true")
+/// A change to the config, made before the gateway starts.
+type Adjust = Box<dyn FnOnce(&mut Config) + Send>;
+
+/// What a gateway runs in front of.
+enum Upstreams {
+    /// A mock started for it.
+    FreshMock,
+    /// A mock the test started (shared by replicas, say).
+    Mock(MockUpstream),
+    /// One upstream at this URL (an HTTPS upstream, the demo, a closed port).
+    Url(String),
+    /// Several upstreams, as given.
+    List(Vec<UpstreamSettings>),
 }
 
-/// The JSON body of a response.
-pub async fn json_of(response: reqwest::Response) -> Value {
-    response.json().await.expect("a JSON body")
+/// How to start a gateway; `start` starts it.
+pub struct Options {
+    upstreams: Upstreams,
+    prompts_dir: Option<PathBuf>,
+    extra_prompts: Vec<(String, String)>,
+    adjust: Vec<Adjust>,
 }
 
-/// Splits an SSE body into `(event, data)` pairs; comments are kept as `(":", text)`.
-pub fn sse_events(body: &str) -> Vec<(String, String)> {
-    body.split("\n\n")
-        .filter(|block| !block.trim().is_empty())
-        .map(|block| {
-            let mut event = String::from("message");
-            let mut data = Vec::new();
-            for line in block.lines() {
-                if let Some(comment) = line.strip_prefix(':') {
-                    return (":".to_owned(), comment.trim().to_owned());
-                }
-                if let Some(name) = line.strip_prefix("event:") {
-                    event = name.trim().to_owned();
-                } else if let Some(value) = line.strip_prefix("data:") {
-                    data.push(value.strip_prefix(' ').unwrap_or(value));
-                }
-            }
-            (event, data.join("\n"))
-        })
-        .collect()
-}
+impl Gateway {
+    /// A gateway with the fast config in front of a fresh mock upstream.
+    pub async fn start() -> Gateway {
+        Gateway::options().start().await
+    }
 
-/// Milliseconds between two instants.
-pub fn ms(from: tokio::time::Instant, to: tokio::time::Instant) -> u128 {
-    to.saturating_duration_since(from).as_millis()
-}
+    /// A gateway in front of a fresh mock upstream, its config changed by `adjust`.
+    pub async fn with(adjust: impl FnOnce(&mut Config) + Send + 'static) -> Gateway {
+        Gateway::options().adjust(adjust).start().await
+    }
 
-/// A short pause, for scripts.
-pub fn millis(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// `127.0.0.1:PORT` of a test app.
-pub fn address(app: &TestApp) -> String {
-    app.base.trim_start_matches("http://").to_owned()
-}
-
-/// A chat request with one user message to the gateway at `base`.
-pub async fn post_chat(base: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("gateway answers")
-}
-
-/// Waits (up to a second) until `done` holds.
-pub async fn wait_until(done: impl Fn() -> bool) {
-    for _ in 0..200 {
-        if done() {
-            return;
+    /// The fast config, in front of a fresh mock upstream, until changed.
+    pub fn options() -> Options {
+        Options {
+            upstreams: Upstreams::FreshMock,
+            prompts_dir: None,
+            extra_prompts: Vec::new(),
+            adjust: Vec::new(),
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    panic!("the condition did not hold within a second");
+
+    /// A replica of a fleet: on `redis`, in front of the shared `upstream`, with
+    /// the admin API.
+    pub fn replica(redis: &RedisServer, upstream: &MockUpstream) -> Options {
+        Gateway::options().mock(upstream).redis(redis).admin()
+    }
+
+    /// The mock upstream the gateway runs in front of.
+    pub fn upstream(&self) -> &MockUpstream {
+        self.upstream
+            .as_ref()
+            .expect("this gateway runs in front of other upstreams than the mock")
+    }
+}
+
+impl Options {
+    /// Changes the config (after the changes asked for before).
+    pub fn adjust(mut self, adjust: impl FnOnce(&mut Config) + Send + 'static) -> Options {
+        self.adjust.push(Box::new(adjust));
+        self
+    }
+
+    /// With the admin API, under `ADMIN_TOKEN`.
+    pub fn admin(self) -> Options {
+        self.adjust(|config| config.admin_token = Some(Secret::new(ADMIN_TOKEN)))
+    }
+
+    /// Sharing state through `redis`, as a replica of a fleet.
+    pub fn redis(self, redis: &RedisServer) -> Options {
+        let settings = redis_settings(redis);
+        self.adjust(move |config| config.redis = Some(settings))
+    }
+
+    /// In front of `upstream`, a mock the test started.
+    pub fn mock(mut self, upstream: &MockUpstream) -> Options {
+        self.upstreams = Upstreams::Mock(upstream.clone());
+        self
+    }
+
+    /// In front of one upstream at `url`.
+    pub fn url(mut self, url: &str) -> Options {
+        self.upstreams = Upstreams::Url(url.to_owned());
+        self
+    }
+
+    /// In front of several upstreams.
+    pub fn upstreams(mut self, upstreams: Vec<UpstreamSettings>) -> Options {
+        self.upstreams = Upstreams::List(upstreams);
+        self
+    }
+
+    /// With one more prompt file, `{name}.toml`, in its prompts folder.
+    pub fn prompt(mut self, name: &str, text: &str) -> Options {
+        self.extra_prompts.push((name.to_owned(), text.to_owned()));
+        self
+    }
+
+    /// Serving the prompts in `dir` (instead of a fresh copy of the shipped ones).
+    pub fn prompts_dir(mut self, dir: &Path) -> Options {
+        self.prompts_dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Starts the gateway; it serves until the test ends.
+    pub async fn start(self) -> Gateway {
+        self.start_until(std::future::pending()).await.0
+    }
+
+    /// Starts a gateway that shuts down when `shutdown` resolves; the handle ends
+    /// when the server has stopped.
+    pub async fn start_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> (Gateway, JoinHandle<std::io::Result<()>>) {
+        let prompts_dir = self.prompts_dir.unwrap_or_else(prompts_copy);
+        for (name, text) in &self.extra_prompts {
+            std::fs::write(prompts_dir.join(format!("{name}.toml")), text).expect("extra prompt");
+        }
+        let mut config = fast_config(&prompts_dir);
+        let (url, upstream) = match self.upstreams {
+            Upstreams::FreshMock => {
+                let mock = MockUpstream::start().await;
+                (Some(mock.url.clone()), Some(mock))
+            }
+            Upstreams::Mock(mock) => (Some(mock.url.clone()), Some(mock)),
+            Upstreams::Url(url) => (Some(url), None),
+            Upstreams::List(list) => {
+                config.upstreams = list;
+                (None, None)
+            }
+        };
+        for adjust in self.adjust {
+            adjust(&mut config);
+        }
+        if let Some(url) = url {
+            // After the changes: a proxy a test set is the upstream's.
+            let proxy = config.upstream_proxy.clone();
+            config.upstreams = vec![UpstreamSettings::single(&url, Secret::new(API_KEY), proxy)];
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind gateway");
+        let base = format!("http://{}", listener.local_addr().expect("gateway address"));
+        let state = AppState::new(config).expect("state builds");
+        let server = tokio::spawn(server::serve(listener, state, shutdown));
+        let gateway = Gateway {
+            endpoint: Endpoint::new(base),
+            upstream,
+            prompts_dir,
+        };
+        (gateway, server)
+    }
 }

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use super::eventually::eventually;
+use super::free_port;
+
 /// A tinyproxy process on a free loopback port, killed when dropped.
 pub struct Tinyproxy {
     /// `http://127.0.0.1:PORT`.
@@ -17,10 +20,7 @@ impl Tinyproxy {
     /// Starts tinyproxy with `extra` config lines; panics, naming the package, if it
     /// is not installed (`.ci/run` installs it).
     pub async fn start(extra: &str) -> Tinyproxy {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            listener.local_addr().expect("address").port()
-        };
+        let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("ladle-tinyproxy-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("proxy folder");
@@ -46,16 +46,14 @@ impl Tinyproxy {
             child,
             dir,
         };
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let what = format!("tinyproxy to listen on {port}");
+        eventually(Duration::from_secs(2), what, async || {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .is_ok()
-            {
-                return proxy;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("tinyproxy did not listen on {port} within 2 s");
+        })
+        .await;
+        proxy
     }
 
     /// What tinyproxy logged so far.

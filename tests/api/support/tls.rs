@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use super::mock_upstream::{content, finish};
 
 /// The path of a file in `tests/fixtures/tls/`.
-pub fn fixture(name: &str) -> String {
+pub fn tls_fixture(name: &str) -> String {
     format!("{}/tests/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -30,12 +30,13 @@ pub struct TlsUpstream {
 }
 
 impl TlsUpstream {
+    /// Starts the upstream on an ephemeral loopback port.
     pub async fn start() -> TlsUpstream {
-        let certs = CertificateDer::pem_file_iter(fixture("localhost.pem"))
+        let certs = CertificateDer::pem_file_iter(tls_fixture("localhost.pem"))
             .expect("certificate file")
             .collect::<Result<Vec<_>, _>>()
             .expect("certificate parses");
-        let key = PrivateKeyDer::from_pem_file(fixture("localhost.key")).expect("key parses");
+        let key = PrivateKeyDer::from_pem_file(tls_fixture("localhost.key")).expect("key parses");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -83,10 +84,12 @@ impl TlsUpstream {
         }
     }
 
+    /// TLS handshakes begun so far (successful or not).
     pub fn handshakes(&self) -> usize {
         self.handshakes.load(Ordering::SeqCst)
     }
 
+    /// The HTTP version of each request so far.
     pub fn versions(&self) -> Vec<Version> {
         self.versions.lock().expect("lock").clone()
     }
