@@ -92,6 +92,9 @@ async fn half_open_lets_exactly_one_probe_through_and_its_success_closes_it() {
         200,
         "a fails, opens; b answers"
     );
+    // Half-open comes with time, not with a state to poll: the breaker turns
+    // half-open when a request asks after its 200 ms (asking would spend the
+    // probe), so the test waits out the open time itself.
     tokio::time::sleep(Duration::from_millis(250)).await;
     let answers = futures_util::future::join_all((0..6).map(|_| gateway.chat(false))).await;
     assert!(answers.iter().all(|r| r.status() == 200));

@@ -75,7 +75,7 @@ async fn two_requests_with_one_key_make_one_upstream_call() {
     let path = "/v1/chat/completions";
     let body = chat_body(false);
     let (a, b) = tokio::join!(app.post_keyed(path, "same", &body, false), async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        requests_arrive(app.upstream(), 1).await;
         app.post_keyed(path, "same", &body, false).await
     });
     assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
@@ -99,7 +99,7 @@ async fn the_run_goes_on_for_a_waiting_repeat_when_its_own_client_leaves() {
         .timeout(Duration::from_millis(100))
         .send();
     let waiter = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        requests_arrive(app.upstream(), 1).await;
         app.post_keyed("/v1/chat/completions", "stay", &chat_body(false), false)
             .await
     };
@@ -184,7 +184,7 @@ async fn a_waiting_chat_stream_sends_only_keep_alive_comments_until_the_outcome(
     let path = "/v1/chat/completions";
     let (whole, streamed) = (chat_body(false), chat_body(true));
     let (first, waiter) = tokio::join!(app.post_keyed(path, "ka", &whole, false), async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        requests_arrive(app.upstream(), 1).await;
         app.post_keyed(path, "ka", &streamed, false).await
     });
     assert_eq!(first.status(), 200);
@@ -214,7 +214,7 @@ async fn a_waiter_is_told_not_to_retry_when_the_run_it_joined_retried_already() 
     let path = "/v1/chat/completions";
     let body = chat_body(false);
     let (first, waiter) = tokio::join!(app.post_keyed(path, "busy-run", &body, false), async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        requests_arrive(app.upstream(), 1).await;
         app.post_keyed(path, "busy-run", &body, false).await
     });
     assert_eq!(

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_error() {
@@ -44,7 +45,13 @@ async fn a_request_cancelled_during_a_back_off_logs_the_time_it_actually_waited(
         .send()
         .await;
     assert!(gone.is_err(), "the client gave up first");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let what = "the cancelled request's `completion ended` line";
+    eventually(Duration::from_secs(2), what, async || {
+        !gateway
+            .logged("cancelled-wait", "completion ended")
+            .is_empty()
+    })
+    .await;
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
     let ended = gateway.lines_of("cancelled-wait", "completion ended");

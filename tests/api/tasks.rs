@@ -1,5 +1,8 @@
 //! `POST /v1/tasks/{name}`: prompt templates, normalization and task events.
 
+use std::time::Duration;
+
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::support::mock_upstream::*;
@@ -164,14 +167,24 @@ async fn unknown_and_hostile_task_names_are_404_not_found() {
 
 #[tokio::test]
 async fn a_prompt_edited_on_disk_is_used_by_the_next_call() {
-    let app = Gateway::start().await;
+    // The admin API shows the live copy, so the test sees when the edit is loaded.
+    let app = Gateway::options().admin().start().await;
     let path = app.prompts_dir.join("recipe.toml");
     let original = std::fs::read_to_string(&path).expect("recipe prompt");
     let edited = original.replacen("user = \"\"\"", "user = \"\"\"【新版提示词】", 1);
     assert_ne!(original, edited, "the edit must change the template");
     std::fs::write(&path, edited).expect("write edited prompt");
-    // Reload runs every 50 ms in tests; wait a few rounds.
-    tokio::time::sleep(millis(250)).await;
+    // Reload runs every 50 ms in tests.
+    eventually(
+        Duration::from_secs(2),
+        "the edited recipe prompt to be live",
+        async || {
+            let live = app.admin(Method::GET, "/admin/prompts/recipe").send().await;
+            let live = live.expect("gateway answers").text().await.expect("text");
+            live.contains("【新版提示词】")
+        },
+    )
+    .await;
     app.upstream().push([recipe_answer()]);
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
@@ -189,10 +202,8 @@ async fn a_broken_prompt_on_disk_keeps_the_last_good_version_live() {
         "output = \"recipe\"\n[messages\n",
     )
     .expect("break prompt");
-    tokio::time::sleep(millis(250)).await;
-    let ready = app.get("/readyz").await;
-    assert_eq!(ready.status(), 503);
-    assert!(json_of(ready).await.to_string().contains("recipe"));
+    let ready: Value = serde_json::from_str(&app.eventually_readyz(503).await).expect("JSON");
+    assert!(ready.to_string().contains("recipe"));
     app.upstream().push([recipe_answer()]);
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))

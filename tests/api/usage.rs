@@ -105,7 +105,7 @@ async fn a_full_queue_lets_the_caller_retry() {
         .push([sse(vec![Step::Pause(millis(800)), data(&content("x"))])]);
     let first = app.chat(false);
     let second = async {
-        tokio::time::sleep(millis(50)).await;
+        requests_arrive(app.upstream(), 1).await;
         app.chat(false).await
     };
     let (_, second) = tokio::join!(first, second);

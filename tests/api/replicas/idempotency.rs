@@ -52,9 +52,7 @@ async fn a_run_in_progress_on_one_replica_is_waited_for_by_the_other() {
     let a = Gateway::replica(&redis, &upstream).start().await;
     let b = Gateway::replica(&redis, &upstream).start().await;
     let running = tokio::spawn(async move { json_of(a.chat_keyed("stew").await).await });
-    while upstream.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    requests_arrive(&upstream, 1).await;
     let waited = b.chat_keyed("stew").await;
     assert!(replayed(&waited));
     let waited = json_of(waited).await;
@@ -89,9 +87,7 @@ async fn a_claim_held_by_a_killed_replica_expires_with_its_lease() {
     tokio::spawn(async move {
         let _ = on_a.send().await;
     });
-    while upstream.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    requests_arrive(&upstream, 1).await;
     a.kill();
     let b = Gateway::replica(&redis, &upstream).start().await;
     // The repeat waits for the dead run until its lease runs out, then hears it
@@ -125,9 +121,7 @@ async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica
     let a = Gateway::replica(&redis, &upstream).start().await;
     let b = Gateway::replica(&redis, &upstream).start().await;
     let leaving = tokio::spawn(async move { a.chat_keyed("left").await });
-    while upstream.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    requests_arrive(&upstream, 1).await;
     let waiting = tokio::spawn(async move { b.chat_keyed("left").await });
     // Once B's repeat is seen waiting, A's client goes away.
     redis.wait_for_key("ladle:idem-watched:left").await;

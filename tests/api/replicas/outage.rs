@@ -1,5 +1,6 @@
 //! Redis going away, at start and under load, and coming back.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -79,36 +80,34 @@ async fn redis_stopped_under_load_fails_no_request_and_sharing_resumes_when_it_r
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Redis stops once the load is under way.
+    requests_arrive(&upstream, 20).await;
     redis.stop();
     // Within 2 s both replicas notice; writes are refused meanwhile.
     for replica in [&a, &b] {
-        let started = Instant::now();
-        while replica.ready().await["redis"] != "unreachable" {
-            assert!(started.elapsed() < Duration::from_secs(2));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{} to find Redis unreachable", replica.base);
+        eventually(Duration::from_secs(2), what, async || {
+            replica.ready().await["redis"] == "unreachable"
+        })
+        .await;
         assert_eq!(replica.metric("ladle_redis_up").await, 0.0);
     }
     let refused = a.put_prompt("soup", &small_prompt("停"), None).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(json_of(refused).await["error"]["code"], "store_unavailable");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Redis comes back once the load has gone on without it for a while.
+    requests_arrive(&upstream, upstream.requests().len() + 20).await;
     redis.restart().await;
     // Within 2 s of its return, a write on A goes through and B serves it.
     let started = Instant::now();
-    let etag = loop {
+    let last = Cell::new(None);
+    let what = Lazy(|| format!("a write on A to go through (last: {:?})", last.get()));
+    let etag = eventually(Duration::from_secs(2), what, async || {
         let saved = a.put_prompt("soup", &small_prompt("回来了"), None).await;
-        if saved.status().is_success() {
-            break etag_of(&saved);
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{}",
-            saved.status()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        last.set(Some(saved.status().as_u16()));
+        saved.status().is_success().then(|| etag_of(&saved))
+    })
+    .await;
     b.sees("soup", Some(&etag)).await;
     assert!(
         started.elapsed() < Duration::from_secs(2),

@@ -1,6 +1,7 @@
 //! Prompts shared through Redis: edits, deletes, history, rollback, `If-Match`
 //! and seeding, across two replicas.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -140,20 +141,20 @@ async fn two_replicas_starting_together_seed_the_fleet_once() {
             names
         }
     };
-    let started = Instant::now();
-    loop {
+    let seen = RefCell::new((Vec::new(), Vec::new()));
+    let what = Lazy(|| {
+        let (on_a, on_b) = &*seen.borrow();
+        format!("both replicas to list one folder's prompts (A {on_a:?}, B {on_b:?})")
+    });
+    eventually(Duration::from_secs(2), what, async || {
         let (on_a, on_b) = (names(&a).await, names(&b).await);
         let one_folder =
             on_a == ["fridge", "only_a", "recipe"] || on_a == ["fridge", "only_b", "recipe"];
-        if one_folder && on_a == on_b {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "A {on_a:?}, B {on_b:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        let agreed = one_folder && on_a == on_b;
+        *seen.borrow_mut() = (on_a, on_b);
+        agreed
+    })
+    .await;
     let mut connection = redis.connection().await;
     let stored: Vec<String> = ::redis::cmd("HKEYS")
         .arg("ladle:prompts:text")
@@ -214,16 +215,15 @@ async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
         .await;
     // Both replicas serve the first seeding's copy before Redis loses it.
     let mut connection = redis.connection().await;
+    // Both within 2 s in all.
     let started = Instant::now();
     for replica in [&a, &b] {
-        while !follows_redis(replica, &mut connection, "recipe").await {
-            assert!(
-                started.elapsed() < Duration::from_secs(2),
-                "{}",
-                replica.base
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let left = Duration::from_secs(2).saturating_sub(started.elapsed());
+        let what = format!("{} to serve Redis's recipe", replica.base);
+        eventually(left, what, async || {
+            follows_redis(replica, &mut connection, "recipe").await
+        })
+        .await;
     }
     // Both copies are at version 1 of the first seeding. Redis loses its data,
     // and the next seeding (from a folder that gained a prompt) is version 1 too.
@@ -235,12 +235,11 @@ async fn a_reseeded_redis_is_followed_even_at_the_same_version_number() {
         .expect("FLUSHALL");
     let started = Instant::now();
     for (name, replica) in [("A", &a), ("B", &b)] {
-        while replica.prompt_etag("extra").await.is_none() {
-            assert!(
-                started.elapsed() < Duration::from_secs(2),
-                "{name} never saw the reseeded prompts"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let left = Duration::from_secs(2).saturating_sub(started.elapsed());
+        let what = format!("{name} to see the reseeded prompts");
+        eventually(left, what, async || {
+            replica.prompt_etag("extra").await.is_some()
+        })
+        .await;
     }
 }

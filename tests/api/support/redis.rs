@@ -129,6 +129,49 @@ impl RedisServer {
         .await;
     }
 
+    /// How many times Redis has run `command` (`INFO commandstats`), for all
+    /// its clients together.
+    pub async fn calls(&self, command: &str) -> u64 {
+        let mut connection = self.connection().await;
+        let info: String = ::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut connection)
+            .await
+            .expect("INFO commandstats");
+        let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The first attempts and retries the fleet has shared for `upstream` (every
+    /// replica's fields of every `ladle:budget:{upstream}:*` bucket, summed).
+    pub async fn shared_budget(&self, upstream: &str) -> (u64, u64) {
+        let mut connection = self.connection().await;
+        let buckets: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("ladle:budget:{upstream}:*"))
+            .query_async(&mut connection)
+            .await
+            .expect("KEYS");
+        let (mut firsts, mut retries) = (0, 0);
+        for bucket in buckets {
+            let fields: Vec<(String, u64)> = ::redis::cmd("HGETALL")
+                .arg(&bucket)
+                .query_async(&mut connection)
+                .await
+                .expect("HGETALL");
+            for (field, count) in fields {
+                if field.ends_with(":f") {
+                    firsts += count;
+                } else if field.ends_with(":r") {
+                    retries += count;
+                }
+            }
+        }
+        (firsts, retries)
+    }
+
     /// The process id of the server answering on the port, if one does.
     async fn pid(&self) -> Option<u32> {
         let client = ::redis::Client::open(self.url()).ok()?;
