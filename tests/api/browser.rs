@@ -9,13 +9,10 @@
 
 use std::path::PathBuf;
 
-use ladle::config::Secret;
 use serde_json::json;
 
-use crate::helpers::*;
-use crate::webdriver::{Browser, CHROMEDRIVER, CHROMIUM};
-
-const TOKEN: &str = "browser-admin-token";
+use crate::support::browser::{Browser, CHROMEDRIVER, CHROMIUM};
+use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_browser() {
@@ -28,7 +25,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         );
     }
     // Arrange
-    let app = spawn_app_with(|c| c.admin_token = Some(Secret::new(TOKEN))).await;
+    let app = Gateway::options().admin().start().await;
     let recipe = std::fs::read_to_string(app.prompts_dir.join("recipe.toml")).expect("recipe");
     let broken = recipe.replace("max_tokens = 2400", "max_tokens = \"二千四百\" 多");
     let broken_line = broken
@@ -46,7 +43,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
     // Act and assert: the page asks for the token, then lists the prompts.
     browser.go(&format!("{}/admin", app.base)).await;
     let token = browser.find("#token").await;
-    browser.type_into(&token, TOKEN).await;
+    browser.type_into(&token, ADMIN_TOKEN).await;
     let save_token = browser.find("#token-save").await;
     browser.click(&save_token).await;
     browser
@@ -63,7 +60,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         .await;
     assert_eq!(
         stored,
-        json!([TOKEN, 0]),
+        json!([ADMIN_TOKEN, 0]),
         "the token is in session storage only"
     );
     let item = browser.find("#prompt-list button[data-name=recipe]").await;
@@ -148,7 +145,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         "{shown}"
     );
     assert!(
-        app.upstream.requests().is_empty(),
+        app.upstream().requests().is_empty(),
         "a preview calls no model"
     );
 

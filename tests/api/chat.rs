@@ -1,15 +1,16 @@
 //! `POST /v1/chat/completions` against a misbehaving upstream.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::scripts::drip;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_non_streaming_request_gets_one_chat_completion_and_the_upstream_always_streams() {
     // Arrange
-    let app = spawn_app().await;
-    app.upstream.push([sse_answer(&["你", "好"])]);
+    let app = Gateway::start().await;
+    app.upstream().push([sse_answer(&["你", "好"])]);
     // Act
     let response = app.chat(false).await;
     // Assert
@@ -18,7 +19,7 @@ async fn a_non_streaming_request_gets_one_chat_completion_and_the_upstream_alway
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["choices"][0]["message"]["content"], "你好");
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
-    let sent = &app.upstream.requests()[0];
+    let sent = &app.upstream().requests()[0];
     assert_eq!(sent.body["stream"], true);
     assert_eq!(sent.body["model"], "test-model");
     assert!(
@@ -29,33 +30,26 @@ async fn a_non_streaming_request_gets_one_chat_completion_and_the_upstream_alway
 
 #[tokio::test]
 async fn a_streaming_request_relays_chunks_and_ends_with_done() {
-    let app = spawn_app().await;
-    app.upstream.push([sse_answer(&["香酥", "鸭"])]);
+    let app = Gateway::start().await;
+    app.upstream().push([sse_answer(&["香酥", "鸭"])]);
     let response = app.chat(true).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let events = sse_events(&response.text().await.expect("body"));
+    let body = response.text().await.expect("body");
+    let events = sse_events(&body);
     let data: Vec<&str> = events.iter().map(|(_, d)| d.as_str()).collect();
     assert_eq!(data.last(), Some(&"[DONE]"));
-    let text: String = data
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect();
-    assert_eq!(text, "香酥鸭");
+    assert_eq!(streamed_text(&body), "香酥鸭");
     // The role-only chunk held back before the first output is sent first, in order.
     assert!(data[0].contains("\"role\""), "first event was {}", data[0]);
 }
 
 #[tokio::test]
 async fn an_upstream_that_ignores_stream_is_read_as_one_completion_for_both_kinds_of_client() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let whole = r#"{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"整段"},"finish_reason":"stop"}],"usage":{"total_tokens":5}}"#;
-    app.upstream.push([status(200, whole), status(200, whole)]);
+    app.upstream()
+        .push([status(200, whole), status(200, whole)]);
     let plain = json_of(app.chat(false).await).await;
     assert_eq!(plain["choices"][0]["message"]["content"], "整段");
     assert_eq!(plain["usage"]["total_tokens"], 5);
@@ -68,36 +62,22 @@ async fn an_upstream_that_ignores_stream_is_read_as_one_completion_for_both_kind
 
 #[tokio::test]
 async fn an_upstream_whose_port_is_closed_ends_in_upstream_timeout() {
-    let app = spawn_app().await;
     // Point the gateway at a port nobody listens on.
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/v1", closed.local_addr().expect("addr"));
-    drop(closed);
-    let base = spawn_gateway(fast_config(&prompts_copy()), &url).await;
-    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
-    let response = app
-        .client
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .expect("answer");
+    let url = format!("http://127.0.0.1:{}/v1", free_port());
+    let gateway = Gateway::options().url(&url).start().await;
+    let response = gateway.chat(false).await;
     assert_eq!(response.status(), 504);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
 }
 
 #[tokio::test]
 async fn an_endless_slow_stream_hits_the_deadline_and_the_upstream_socket_is_closed() {
-    let app = spawn_app_with(|c| {
+    let app = Gateway::with(|c| {
         c.deadline = millis(600);
         c.retry.min_remaining = millis(100);
     })
     .await;
-    let drip = format!("data: {}\n\n", content("滴"));
-    app.upstream
-        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
+    app.upstream().push([drip("滴", millis(20))]);
     let response = app.chat(false).await;
     let answered = tokio::time::Instant::now();
     assert_eq!(response.status(), 504);
@@ -106,20 +86,18 @@ async fn an_endless_slow_stream_hits_the_deadline_and_the_upstream_socket_is_clo
         "deadline_exceeded"
     );
     let closed = app
-        .upstream
+        .upstream()
         .closed_at(0)
         .await
         .expect("the upstream socket was closed");
-    assert!(ms(app.upstream.requests()[0].arrived, closed) < 1500);
+    assert!(ms(app.upstream().requests()[0].arrived, closed) < 1500);
     assert!(closed <= answered + millis(500));
 }
 
 #[tokio::test]
 async fn a_client_that_disconnects_closes_the_upstream_socket() {
-    let app = spawn_app().await;
-    let drip = format!("data: {}\n\n", content("滴"));
-    app.upstream
-        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
+    let app = Gateway::start().await;
+    app.upstream().push([drip("滴", millis(20))]);
     let mut response = app.chat(true).await;
     let first = response
         .chunk()
@@ -130,7 +108,7 @@ async fn a_client_that_disconnects_closes_the_upstream_socket() {
     drop(response);
     let gone = tokio::time::Instant::now();
     let closed = app
-        .upstream
+        .upstream()
         .closed_at(0)
         .await
         .expect("the upstream socket was closed");
@@ -148,11 +126,11 @@ async fn a_client_that_disconnects_closes_the_upstream_socket() {
 
 #[tokio::test]
 async fn crlf_line_ends_and_a_utf8_character_split_across_writes_arrive_intact() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let chunk = format!("data: {}\r\n\r\n", content("香酥鸭"));
     let bytes = chunk.as_bytes();
     let cut = chunk.find("香").expect("has 香") + 1; // inside the character
-    app.upstream.push([sse(vec![
+    app.upstream().push([sse(vec![
         Step::Send(format!("data: {}\r\n\r\n", role()).into_bytes()),
         Step::Send(bytes[..cut].to_vec()),
         Step::Pause(millis(30)),
@@ -165,7 +143,7 @@ async fn crlf_line_ends_and_a_utf8_character_split_across_writes_arrive_intact()
 
 #[tokio::test]
 async fn an_upstream_that_lies_about_its_content_type_is_still_understood() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     // SSE bytes declared as JSON, and a JSON answer declared as HTML.
     let sse_as_json = Script(vec![
         head(200, "application/json", ""),
@@ -181,7 +159,7 @@ async fn an_upstream_that_lies_about_its_content_type_is_still_understood() {
                 .to_vec(),
         ),
     ]);
-    app.upstream.push([sse_as_json, json_as_html]);
+    app.upstream().push([sse_as_json, json_as_html]);
     let first = json_of(app.chat(false).await).await;
     assert_eq!(first["choices"][0]["message"]["content"], "流");
     let second = json_of(app.chat(false).await).await;
@@ -190,17 +168,17 @@ async fn an_upstream_that_lies_about_its_content_type_is_still_understood() {
 
 #[tokio::test]
 async fn garbage_in_a_declared_event_stream_fails_cleanly_as_upstream_failed() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let garbage = Script(vec![
         head(200, "text/event-stream", ""),
         data("<html>oops</html>"),
     ]);
-    app.upstream.fallback(garbage);
+    app.upstream().fallback(garbage);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 502);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
     assert_eq!(
-        app.upstream.requests().len(),
+        app.upstream().requests().len(),
         2,
         "an early 'other' failure is retried once"
     );
@@ -208,12 +186,12 @@ async fn garbage_in_a_declared_event_stream_fails_cleanly_as_upstream_failed() {
 
 #[tokio::test]
 async fn a_connection_reset_before_output_is_retried_like_not_started() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .push([Script(vec![Step::Reset]), sse_answer(&["好"])]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"not_started\"}")
             .await,
@@ -223,25 +201,23 @@ async fn a_connection_reset_before_output_is_retried_like_not_started() {
 
 #[tokio::test]
 async fn a_stream_that_ends_without_done_or_finish_after_output_is_a_failure() {
-    let app = spawn_app().await;
-    app.upstream.fallback(sse(vec![data(&content("半截"))]));
+    let app = Gateway::start().await;
+    app.upstream().fallback(sse(vec![data(&content("半截"))]));
     let response = app.chat(false).await;
     assert_eq!(response.status(), 502);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
 }
 
 #[tokio::test]
 async fn a_non_streaming_client_that_gives_up_closes_the_upstream_socket_too() {
-    let app = spawn_app().await;
-    let drip = format!("data: {}\n\n", content("滴"));
-    app.upstream
-        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
+    let app = Gateway::start().await;
+    app.upstream().push([drip("滴", millis(20))]);
     let gave_up = tokio::time::timeout(millis(150), app.chat(false)).await;
     assert!(gave_up.is_err(), "the answer cannot be complete yet");
     let gone = tokio::time::Instant::now();
     let closed = app
-        .upstream
+        .upstream()
         .closed_at(0)
         .await
         .expect("the upstream socket was closed");
@@ -252,16 +228,11 @@ async fn a_non_streaming_client_that_gives_up_closes_the_upstream_socket_too() {
     );
 }
 
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
-}
-
 #[tokio::test]
 async fn the_sample_stream_with_reasoning_usage_and_keep_alives_is_assembled_faithfully() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let sample = fixture("stream-reasoning-then-content.sse");
-    app.upstream.push([sse(vec![Step::Send(sample)])]);
+    app.upstream().push([sse(vec![Step::Send(sample)])]);
     let body = json_of(app.chat(false).await).await;
     let message = &body["choices"][0]["message"];
     assert_eq!(
@@ -281,13 +252,13 @@ async fn the_sample_stream_with_reasoning_usage_and_keep_alives_is_assembled_fai
 
 #[tokio::test]
 async fn the_sample_busy_error_stream_is_retried_as_busy() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let sample = fixture("stream-busy-error.sse");
-    app.upstream
+    app.upstream()
         .push([sse(vec![Step::Send(sample)]), sse_answer(&["好"])]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"busy\"}").await,
         1.0
@@ -296,8 +267,8 @@ async fn the_sample_busy_error_stream_is_retried_as_busy() {
 
 #[tokio::test]
 async fn the_callers_fields_reach_the_upstream_unchanged_with_stream_forced_on() {
-    let app = spawn_app().await;
-    app.upstream.push([sse_answer(&["ok"])]);
+    let app = Gateway::start().await;
+    app.upstream().push([sse_answer(&["ok"])]);
     let body = json!({
         "model": "glm-4-plus",
         "stream": false,
@@ -310,5 +281,5 @@ async fn the_callers_fields_reach_the_upstream_unchanged_with_stream_forced_on()
     expected["stream"] = json!(true);
     // A whole answer asks for usage (contract 6.8).
     expected["stream_options"] = json!({"include_usage": true});
-    assert_eq!(app.upstream.requests()[0].body, expected);
+    assert_eq!(app.upstream().requests()[0].body, expected);
 }

@@ -1,25 +1,19 @@
 //! The `ladle` binary itself: `check`, configuration errors, and `demo`.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use ladle::demo::{self, DemoOptions};
 use serde_json::json;
 
-use crate::helpers::*;
-
-fn ladle() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ladle"));
-    command
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    command
-}
+use crate::support::process::ladle_command;
+use crate::support::raw::blocking_get;
+use crate::support::*;
 
 #[test]
 fn check_passes_on_the_shipped_prompts() {
     let dir = prompts_copy();
-    let output = ladle()
+    let output = ladle_command()
         .arg("check")
         .env("LADLE_PROMPTS_DIR", &dir)
         .output()
@@ -37,7 +31,7 @@ fn check_fails_and_names_a_broken_prompt() {
         "output = \"recipe\"\n[messages]\nuser = \"{{ x \"\n",
     )
     .expect("write");
-    let output = ladle()
+    let output = ladle_command()
         .arg("check")
         .env("LADLE_PROMPTS_DIR", &dir)
         .output()
@@ -49,7 +43,7 @@ fn check_fails_and_names_a_broken_prompt() {
 
 #[test]
 fn an_invalid_setting_stops_start_up_naming_the_key() {
-    let output = ladle()
+    let output = ladle_command()
         .arg("serve")
         .env("LADLE_IDLE_TIMEOUT_MS", "soon")
         .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9")
@@ -57,17 +51,9 @@ fn an_invalid_setting_stops_start_up_naming_the_key() {
         .expect("run ladle");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("LADLE_IDLE_TIMEOUT_MS"));
-    let missing_url = ladle().arg("serve").output().expect("run ladle");
+    let missing_url = ladle_command().arg("serve").output().expect("run ladle");
     assert!(!missing_url.status.success());
     assert!(String::from_utf8_lossy(&missing_url.stderr).contains("LADLE_UPSTREAM_URL"));
-}
-
-/// A file that holds no certificate, for `LADLE_UPSTREAM_CA_FILE`.
-fn not_a_certificate() -> std::path::PathBuf {
-    let dir = prompts_copy();
-    let path = dir.join("not-a-ca.pem");
-    std::fs::write(&path, "just text\n").expect("write");
-    path
 }
 
 #[test]
@@ -92,7 +78,7 @@ fn check_builds_the_upstream_client_and_names_a_bad_ca_file_or_proxy() {
         ),
     ];
     for (key, value, why) in cases {
-        let output = ladle()
+        let output = ladle_command()
             .arg("check")
             .env("LADLE_PROMPTS_DIR", &dir)
             .env("LADLE_UPSTREAM_URL", "https://127.0.0.1:9/v1")
@@ -120,7 +106,7 @@ fn check_builds_the_upstream_client_and_names_a_bad_ca_file_or_proxy() {
 fn serve_stops_before_listening_when_the_ca_file_is_unusable() {
     let empty = not_a_certificate();
     for path in ["/nonexistent/ca.pem", empty.to_str().expect("utf-8 path")] {
-        let output = ladle()
+        let output = ladle_command()
             .arg("serve")
             .env("LADLE_LISTEN", "127.0.0.1:0")
             .env("LADLE_UPSTREAM_URL", "https://127.0.0.1:9/v1")
@@ -136,7 +122,7 @@ fn serve_stops_before_listening_when_the_ca_file_is_unusable() {
 
 #[test]
 fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
-    let mut child = ladle()
+    let mut child = ladle_command()
         .arg("demo")
         .env("LADLE_LISTEN", "127.0.0.1:0")
         .env("LADLE_PROMPTS_DIR", prompts_copy())
@@ -158,7 +144,7 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
         .next()
         .expect("base")
         .to_owned();
-    let health = raw_get(base.trim_start_matches("http://"), "/healthz");
+    let health = blocking_get(base.trim_start_matches("http://"), "/healthz");
     let _ = child.kill();
     let _ = child.wait();
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -173,16 +159,10 @@ async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writ
     })
     .await
     .expect("demo upstream starts");
-    let base = spawn_gateway(fast_config(&prompts_copy()), &url).await;
-    let client = reqwest::Client::new();
+    let gateway = Gateway::options().url(&url).start().await;
     let mut attempts = Vec::new();
     for _ in 0..6 {
-        let response = client
-            .post(format!("{base}/v1/tasks/recipe"))
-            .json(&json!({"dish": "香酥鸭"}))
-            .send()
-            .await
-            .expect("answer");
+        let response = gateway.task("recipe", &json!({"dish": "香酥鸭"})).await;
         assert_eq!(response.status(), 200);
         let body: serde_json::Value = response.json().await.expect("JSON");
         assert_eq!(body["output"]["title"], "香酥鸭");
@@ -196,15 +176,4 @@ async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writ
         attempts.contains(&2),
         "the demo is busy now and then: {attempts:?}"
     );
-}
-
-/// A plain HTTP/1.1 GET over a std socket; the whole response as text.
-fn raw_get(address: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut socket = std::net::TcpStream::connect(address).expect("connect to the demo");
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n");
-    socket.write_all(request.as_bytes()).expect("send");
-    let mut response = String::new();
-    socket.read_to_string(&mut response).expect("read");
-    response
 }

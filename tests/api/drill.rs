@@ -12,16 +12,16 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::drill::{Ending, call, open_fds, rss_kib};
+use crate::support::mock_upstream::*;
+use crate::support::scripts::failure_rows;
+use crate::support::*;
 
 const CHILD: &str = "LADLE_DRILL_CHILD";
 const NAME: &str = "drill::the_gateway_holds_steady_under_a_fault_drill_with_200_clients";
 const CLIENTS: usize = 200;
-const BUSY_CHUNK: &str = r#"{"error":{"code":"1305","message":"当前模型访问量较大，请稍后重试"}}"#;
 /// Error codes a chat request may end with in the drill, with their status.
 const EXPECTED: [(&str, u16); 6] = [
     ("upstream_busy", 503),
@@ -56,32 +56,21 @@ fn the_gateway_holds_steady_under_a_fault_drill_with_200_clients() {
     );
 }
 
-/// How one client's request ended.
-#[derive(Debug)]
-enum Ending {
-    /// A whole answer: a `chat.completion`, or a stream ending with `[DONE]`.
-    Answer,
-    /// A plain error response.
-    Error(u16, String),
-    /// A committed stream that ended with an `error` event.
-    StreamError(String),
-}
-
 async fn drill() {
     // Arrange
-    let app = spawn_app_with(|c| {
+    let app = Gateway::with(|c| {
         c.max_inflight = 64;
         c.queue_timeout = millis(1500);
     })
     .await;
-    app.upstream.push([sse_answer(&["热身"])]);
+    app.upstream().push([sse_answer(&["热身"])]);
     assert!(matches!(
         call(&app.client, &app.base, false).await,
         Ending::Answer
     ));
     let fds_before = open_fds();
     let rss_before = rss_kib();
-    app.upstream.cycle(failure_rows());
+    app.upstream().cycle(failure_rows());
     // Act
     let client = reqwest::Client::new();
     let started = Instant::now();
@@ -118,7 +107,7 @@ async fn drill() {
         "{answers} answers: {endings:?}"
     );
     // Every request was counted once, and none is still in flight.
-    let text = app.get("/metrics").await.text().await.expect("metrics");
+    let text = app.metrics().await;
     let counted: f64 = text
         .lines()
         .filter(|l| l.starts_with("ladle_requests_total{route=\"/v1/chat/completions\""))
@@ -127,18 +116,16 @@ async fn drill() {
     assert_eq!(counted, (CLIENTS + 1) as f64);
     assert!(text.contains("\nladle_inflight_requests 0\n"), "{text}");
     // No upstream socket outlives its client.
+    let settle = Duration::from_secs(3);
+    let closed = within(settle, async || app.upstream().open_sockets() == 0).await;
     assert!(
-        settles(|| app.upstream.open_sockets() == 0).await,
+        closed.is_some(),
         "{} upstream sockets still open",
-        app.upstream.open_sockets()
+        app.upstream().open_sockets()
     );
     // Descriptors and memory come back.
-    assert!(
-        settles(|| open_fds() <= fds_before + 10).await,
-        "open fds {} → {}",
-        fds_before,
-        open_fds()
-    );
+    let back = within(settle, async || open_fds() <= fds_before + 10).await;
+    assert!(back.is_some(), "open fds {} → {}", fds_before, open_fds());
     let rss_after = rss_kib();
     eprintln!(
         "drill: fds {fds_before} → {}, VmRSS {rss_before} kB → {rss_after} kB",
@@ -148,88 +135,4 @@ async fn drill() {
         rss_after <= rss_before + 30 * 1024,
         "VmRSS {rss_before} kB → {rss_after} kB"
     );
-}
-
-/// Every failure row of the contract's table, and two good answers.
-fn failure_rows() -> Vec<Script> {
-    let whole = r#"{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"整段"},"finish_reason":"stop"}]}"#;
-    vec![
-        status(503, r#"{"error":{"message":"overloaded"}}"#),
-        Script(vec![
-            head(429, "application/json", "retry-after: 1\r\n"),
-            Step::Send(b"{}".to_vec()),
-        ]),
-        sse(vec![data(&role()), data(BUSY_CHUNK)]),
-        // Stall before output.
-        sse(vec![data(&role()), Step::Stall]),
-        sse(vec![data(&role()), Step::Pause(millis(10)), Step::Reset]),
-        // EOF after output, without [DONE] or finish_reason.
-        sse(vec![data(&role()), data(&content("半"))]),
-        status(500, r#"{"error":{"message":"internal"}}"#),
-        status(401, r#"{"error":{"message":"bad key"}}"#),
-        sse(vec![data(&content("半")), Step::Stall]),
-        // An upstream that ignores `stream`.
-        status(200, whole),
-        sse_answer(&["好"]),
-    ]
-}
-
-/// One client's chat request, streaming or not, read to its end.
-async fn call(client: &reqwest::Client, base: &str, stream: bool) -> Ending {
-    let body = json!({"stream": stream, "messages": [{"role": "user", "content": "hi"}]});
-    let response = client
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .expect("the gateway answers");
-    let status = response.status().as_u16();
-    let text = response.text().await.expect("a whole body");
-    if status != 200 {
-        let error: Value = serde_json::from_str(&text).expect("a JSON error");
-        let code = error["error"]["code"].as_str().expect("a code").to_owned();
-        return Ending::Error(status, code);
-    }
-    if !stream {
-        let answer: Value = serde_json::from_str(&text).expect("a chat.completion");
-        let content = answer["choices"][0]["message"]["content"].as_str();
-        assert!(content.is_some_and(|c| !c.is_empty()), "answer {answer}");
-        return Ending::Answer;
-    }
-    let events = sse_events(&text);
-    let last = &events.last().expect("at least one event").1;
-    if last == "[DONE]" {
-        return Ending::Answer;
-    }
-    let error: Value = serde_json::from_str(last).expect("an error event");
-    Ending::StreamError(error["error"]["code"].as_str().expect("a code").to_owned())
-}
-
-/// Waits (up to three seconds) for `done` to hold.
-async fn settles(done: impl Fn() -> bool) -> bool {
-    let give_up = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < give_up {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(millis(20)).await;
-    }
-    done()
-}
-
-/// File descriptors this process has open.
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .count()
-}
-
-/// This process's resident memory, in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("a VmRSS line")
 }

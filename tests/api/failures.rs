@@ -3,19 +3,18 @@
 
 use serde_json::Value;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-
-const BUSY_CHUNK: &str = r#"{"error":{"code":"1305","message":"当前模型访问量较大，请稍后重试"}}"#;
+use crate::support::mock_upstream::*;
+use crate::support::scripts::BUSY_CHUNK;
+use crate::support::*;
 
 #[tokio::test]
 async fn busy_503_twice_then_success_waits_the_backoff_between_attempts() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .push([status(503, "{}"), status(503, "{}"), sse_answer(&["ok"])]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 200);
-    let requests = app.upstream.requests();
+    let requests = app.upstream().requests();
     assert_eq!(requests.len(), 3);
     // Back-off base 20 ms doubles: at least 20 ms, then at least 40 ms.
     assert!(ms(requests[0].arrived, requests[1].arrived) >= 20);
@@ -33,14 +32,14 @@ async fn busy_503_twice_then_success_waits_the_backoff_between_attempts() {
 
 #[tokio::test]
 async fn a_busy_keyword_in_an_error_chunk_is_retried_as_busy() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         sse(vec![data(&role()), data(BUSY_CHUNK)]),
         sse_answer(&["好"]),
     ]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"busy\"}").await,
         1.0
@@ -51,12 +50,12 @@ async fn a_busy_keyword_in_an_error_chunk_is_retried_as_busy() {
 async fn a_role_only_delta_then_a_stall_past_the_early_window_is_still_retried() {
     // Early window 100 ms, idle 300 ms: the stall is noticed after the window, but a
     // role-only delta is not output, so the attempt never started.
-    let app = spawn_app_with(|c| c.retry.early_retry_window = millis(100)).await;
-    app.upstream
+    let app = Gateway::with(|c| c.retry.early_retry_window = millis(100)).await;
+    app.upstream()
         .push([sse(vec![data(&role()), Step::Stall]), sse_answer(&["好"])]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"not_started\"}")
             .await,
@@ -66,21 +65,21 @@ async fn a_role_only_delta_then_a_stall_past_the_early_window_is_still_retried()
 
 #[tokio::test]
 async fn reasoning_then_a_stall_past_the_early_window_is_not_retried() {
-    let app = spawn_app_with(|c| c.retry.early_retry_window = millis(100)).await;
-    app.upstream.push([
+    let app = Gateway::with(|c| c.retry.early_retry_window = millis(100)).await;
+    app.upstream().push([
         sse(vec![data(&reasoning("想一想")), Step::Stall]),
         sse_answer(&["好"]),
     ]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 502);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn content_then_a_stall_in_a_committed_stream_ends_with_one_error_event() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         sse(vec![data(&content("半")), Step::Stall]),
         sse_answer(&["好"]),
     ]);
@@ -95,7 +94,7 @@ async fn content_then_a_stall_in_a_committed_stream_ends_with_one_error_event() 
     assert_eq!(last["error"]["code"], "upstream_failed");
     assert_eq!(last["error"]["request_id"], request_id.as_str());
     assert!(events.iter().all(|(_, d)| d != "[DONE]"));
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
@@ -103,7 +102,7 @@ async fn slow_503s_give_up_when_the_wait_would_leave_less_than_min_remaining() {
     // Deadline 1000 ms, keep 600 ms: attempt 1 fails at ~200 ms and may wait 20 ms
     // (780 ms left); attempt 2 fails at ~420 ms, and after its 40 ms wait only
     // ~540 ms would be left, so it gives up at once.
-    let app = spawn_app_with(|c| {
+    let app = Gateway::with(|c| {
         c.deadline = millis(1000);
         c.retry.min_remaining = millis(600);
     })
@@ -113,18 +112,18 @@ async fn slow_503s_give_up_when_the_wait_would_leave_less_than_min_remaining() {
         head(503, "application/json", ""),
         Step::Send(b"{}".to_vec()),
     ]);
-    app.upstream.fallback(slow_503);
+    app.upstream().fallback(slow_503);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
     assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
 }
 
 #[tokio::test]
 async fn a_429_whose_retry_after_exceeds_the_time_left_fails_at_once() {
-    let app = spawn_app().await;
-    app.upstream.push([Script(vec![
+    let app = Gateway::start().await;
+    app.upstream().push([Script(vec![
         head(429, "application/json", "retry-after: 60\r\n"),
         Step::Send(b"{}".to_vec()),
     ])]);
@@ -132,7 +131,7 @@ async fn a_429_whose_retry_after_exceeds_the_time_left_fails_at_once() {
     let response = app.chat(false).await;
     assert_eq!(response.status(), 503);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
     assert!(
         started.elapsed() < millis(1000),
         "it must not wait for the deadline"
@@ -141,9 +140,9 @@ async fn a_429_whose_retry_after_exceeds_the_time_left_fails_at_once() {
 
 #[tokio::test]
 async fn a_401_is_final_and_never_echoes_the_api_key() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {API_KEY}"}}}}"#);
-    app.upstream.push([status(401, &echo)]);
+    app.upstream().push([status(401, &echo)]);
     let response = app.chat(false).await;
     assert_eq!(response.status(), 502);
     let text = response.text().await.expect("body");
@@ -157,16 +156,16 @@ async fn a_401_is_final_and_never_echoes_the_api_key() {
             .contains("401")
     );
     assert_eq!(body["error"]["retryable"], false);
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_500_twice_early_makes_exactly_two_attempts() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .fallback(status(500, r#"{"error":{"message":"internal"}}"#));
     let response = app.chat(false).await;
     assert_eq!(response.status(), 502);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
 }

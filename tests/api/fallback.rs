@@ -4,33 +4,24 @@
 
 use std::time::Duration;
 
-use ladle::config::UpstreamSettings;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::fleet::{self, chat, metric, primary_and_backup, upstream};
-use crate::helpers::*;
-use crate::mock_upstream::*;
-
-/// A gateway in front of `upstreams`, with back-offs long enough (300 ms) that an
-/// immediate fallback is plain to see.
-async fn gateway(upstreams: Vec<UpstreamSettings>) -> String {
-    fleet::serve(upstreams, |config| {
-        config.retry.backoff_base = Duration::from_millis(300);
-        config.retry.backoff_max = Duration::from_millis(300);
-        config.retry.min_remaining = Duration::from_millis(500);
-    })
-    .await
-}
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_busy_first_upstream_falls_back_to_the_second_at_once() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     b.push([sse_answer(&["备用"])]);
-    let base = gateway(primary_and_backup(&a.url, &b.url)).await;
+    let gateway = Gateway::options()
+        .upstreams(primary_and_backup(&a.url, &b.url))
+        .adjust(long_back_offs)
+        .start()
+        .await;
     let started = Instant::now();
-    let body = json_of(chat(&base).await).await;
+    let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "备用");
     assert!(
         started.elapsed() < Duration::from_millis(250),
@@ -38,31 +29,33 @@ async fn a_busy_first_upstream_falls_back_to_the_second_at_once() {
     );
     assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
     assert_eq!(
-        metric(&base, "ladle_fallbacks_total{from=\"a\",to=\"b\"}").await,
+        gateway
+            .metric("ladle_fallbacks_total{from=\"a\",to=\"b\"}")
+            .await,
         1.0
     );
     let busy = "ladle_upstream_attempts_total{outcome=\"busy\",upstream=\"a\"}";
-    assert_eq!(metric(&base, busy).await, 1.0);
+    assert_eq!(gateway.metric(busy).await, 1.0);
     let ok = "ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"b\"}";
-    assert_eq!(metric(&base, ok).await, 1.0);
+    assert_eq!(gateway.metric(ok).await, 1.0);
 }
 
 #[tokio::test]
 async fn a_refused_or_stalled_upstream_falls_back_too() {
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        format!("http://{}/v1", listener.local_addr().expect("address"))
-    };
+    let closed = format!("http://127.0.0.1:{}/v1", free_port());
     let (stalled, good) = (MockUpstream::start().await, MockUpstream::start().await);
     stalled.fallback(sse(vec![Step::Stall]));
     good.cycle([sse_answer(&["好"])]);
     for first in [closed.as_str(), stalled.url.as_str()] {
-        let base = gateway(vec![
-            upstream("a", first, 0, 1),
-            upstream("b", &good.url, 1, 1),
-        ])
-        .await;
-        let body = json_of(chat(&base).await).await;
+        let gateway = Gateway::options()
+            .upstreams(vec![
+                upstream("a", first, 0, 1),
+                upstream("b", &good.url, 1, 1),
+            ])
+            .adjust(long_back_offs)
+            .start()
+            .await;
+        let body = json_of(gateway.chat(false).await).await;
         assert_eq!(
             body["choices"][0]["message"]["content"], "好",
             "first: {first}"
@@ -76,9 +69,13 @@ async fn back_on_an_upstream_already_tried_waits_the_back_off() {
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.push([status(503, "{}"), sse_answer(&["再来"])]);
     b.push([status(503, "{}")]);
-    let base = gateway(primary_and_backup(&a.url, &b.url)).await;
+    let gateway = Gateway::options()
+        .upstreams(primary_and_backup(&a.url, &b.url))
+        .adjust(long_back_offs)
+        .start()
+        .await;
     let started = Instant::now();
-    let body = json_of(chat(&base).await).await;
+    let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "再来");
     // a (busy) → b at once (busy) → a again after attempt 2's back-off (300 ms).
     let took = started.elapsed();
@@ -99,14 +96,17 @@ async fn the_lowest_priority_goes_first_and_weights_share_first_attempts() {
     for mock in [&low, &heavy, &light] {
         mock.cycle([sse_answer(&["x"])]);
     }
-    let base = gateway(vec![
-        upstream("low", &low.url, 1, 100),
-        upstream("heavy", &heavy.url, 0, 3),
-        upstream("light", &light.url, 0, 1),
-    ])
-    .await;
+    let gateway = Gateway::options()
+        .upstreams(vec![
+            upstream("low", &low.url, 1, 100),
+            upstream("heavy", &heavy.url, 0, 3),
+            upstream("light", &light.url, 0, 1),
+        ])
+        .adjust(long_back_offs)
+        .start()
+        .await;
     for _ in 0..80 {
-        assert_eq!(chat(&base).await.status(), 200);
+        assert_eq!(gateway.chat(false).await.status(), 200);
     }
     assert_eq!(
         low.requests().len(),
@@ -126,14 +126,14 @@ async fn a_task_names_the_next_upstream_and_meta_names_the_one_that_answered() {
     b.push([sse_answer(&[r#"{"ideas": ["番茄炒蛋"]}"#])]);
     let mut second = upstream("b", &b.url, 1, 1);
     second.model = Some("b-model".into());
-    let base = gateway(vec![upstream("a", &a.url, 0, 1), second]).await;
-    let response = reqwest::Client::new()
-        .post(format!("{base}/v1/tasks/fridge"))
-        .header("accept", "text/event-stream")
-        .json(&json!({"ingredients": ["鸡蛋"]}))
-        .send()
-        .await
-        .expect("answer");
+    let gateway = Gateway::options()
+        .upstreams(vec![upstream("a", &a.url, 0, 1), second])
+        .adjust(long_back_offs)
+        .start()
+        .await;
+    let response = gateway
+        .post_events("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
+        .await;
     let events = sse_events(&response.text().await.expect("body"));
     let retry = events
         .iter()

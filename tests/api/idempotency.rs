@@ -6,53 +6,38 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-
-async fn send(
-    app: &TestApp,
-    path: &str,
-    key: &str,
-    body: &Value,
-    events: bool,
-) -> reqwest::Response {
-    let mut request = app
-        .client
-        .post(format!("{}{path}", app.base))
-        .header("idempotency-key", key)
-        .json(body);
-    if events {
-        request = request.header("accept", "text/event-stream");
-    }
-    request.send().await.expect("gateway answers")
-}
-
-fn chat_body(stream: bool) -> Value {
-    json!({"stream": stream, "messages": [{"role": "user", "content": "红烧肉"}]})
-}
+use crate::support::mock_upstream::*;
+use crate::support::scripts::late_answer;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_kept_chat_answer_is_replayed_as_json_and_as_a_stream_without_an_upstream_call() {
-    let app = spawn_app().await;
-    app.upstream.push([sse_answer(&["红烧", "肉"])]);
+    let app = Gateway::start().await;
+    app.upstream().push([sse_answer(&["红烧", "肉"])]);
     let path = "/v1/chat/completions";
-    let first = send(&app, path, "chat-1", &chat_body(false), false).await;
+    let first = app
+        .post_keyed(path, "chat-1", &chat_body(false), false)
+        .await;
     assert!(!replayed(&first), "a fresh run is never marked");
     let first = json_of(first).await;
     assert_eq!(first["choices"][0]["message"]["content"], "红烧肉");
 
-    let again = send(&app, path, "chat-1", &chat_body(false), false).await;
+    let again = app
+        .post_keyed(path, "chat-1", &chat_body(false), false)
+        .await;
     assert!(replayed(&again));
     assert_eq!(json_of(again).await, first, "the kept body, unchanged");
 
-    let streamed = send(&app, path, "chat-1", &chat_body(true), false).await;
+    let streamed = app
+        .post_keyed(path, "chat-1", &chat_body(true), false)
+        .await;
     assert!(replayed(&streamed));
     let text = streamed.text().await.expect("body");
     let events = sse_events(&text);
     let first_chunk: Value = serde_json::from_str(&events[0].1).expect("a chunk");
     assert_eq!(first_chunk["choices"][0]["delta"]["content"], "红烧肉");
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
     assert_eq!(
         app.metric("ladle_idempotency_total{outcome=\"replayed\"}")
             .await,
@@ -62,45 +47,41 @@ async fn a_kept_chat_answer_is_replayed_as_json_and_as_a_stream_without_an_upstr
 
 #[tokio::test]
 async fn a_kept_task_result_is_replayed_as_json_and_as_one_result_event() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .push([sse_answer(&[r#"{"ideas": ["番茄炒蛋"]}"#])]);
     let body = json!({"ingredients": ["鸡蛋"]});
-    let first = json_of(send(&app, "/v1/tasks/fridge", "task-1", &body, false).await).await;
-    let again = send(&app, "/v1/tasks/fridge", "task-1", &body, true).await;
+    let first = json_of(
+        app.post_keyed("/v1/tasks/fridge", "task-1", &body, false)
+            .await,
+    )
+    .await;
+    let again = app
+        .post_keyed("/v1/tasks/fridge", "task-1", &body, true)
+        .await;
     assert!(replayed(&again));
     let events = sse_events(&again.text().await.expect("body"));
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].0, "result");
     let result: Value = serde_json::from_str(&events[0].1).expect("JSON");
     assert_eq!(result, first);
-    assert_eq!(app.upstream.requests().len(), 1);
-}
-
-/// An answer that takes 200 ms to start (the idle timeout is 300 ms).
-fn slow_answer() -> Script {
-    sse(vec![
-        Step::Pause(Duration::from_millis(200)),
-        data(&content("慢")),
-        data(&finish()),
-        data("[DONE]"),
-    ])
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn two_requests_with_one_key_make_one_upstream_call() {
-    let app = spawn_app().await;
-    app.upstream.push([slow_answer()]);
+    let app = Gateway::start().await;
+    app.upstream().push([late_answer()]);
     let path = "/v1/chat/completions";
     let body = chat_body(false);
-    let (a, b) = tokio::join!(send(&app, path, "same", &body, false), async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        send(&app, path, "same", &body, false).await
+    let (a, b) = tokio::join!(app.post_keyed(path, "same", &body, false), async {
+        requests_arrive(app.upstream(), 1).await;
+        app.post_keyed(path, "same", &body, false).await
     });
     assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
     assert!(!replayed(&a) && replayed(&b));
     assert_eq!(json_of(a).await, json_of(b).await);
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
     assert_eq!(
         app.metric("ladle_idempotency_total{outcome=\"joined\"}")
             .await,
@@ -110,26 +91,17 @@ async fn two_requests_with_one_key_make_one_upstream_call() {
 
 #[tokio::test]
 async fn the_run_goes_on_for_a_waiting_repeat_when_its_own_client_leaves() {
-    let app = spawn_app().await;
-    app.upstream.push([slow_answer()]);
-    let path = format!("{}/v1/chat/completions", app.base);
+    let app = Gateway::start().await;
+    app.upstream().push([late_answer()]);
     let leaver = app
-        .client
-        .post(&path)
+        .chat_request(false)
         .header("idempotency-key", "stay")
         .timeout(Duration::from_millis(100))
-        .json(&chat_body(false))
         .send();
     let waiter = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        send(
-            &app,
-            "/v1/chat/completions",
-            "stay",
-            &chat_body(false),
-            false,
-        )
-        .await
+        requests_arrive(app.upstream(), 1).await;
+        app.post_keyed("/v1/chat/completions", "stay", &chat_body(false), false)
+            .await
     };
     let (left, waited) = tokio::join!(leaver, waiter);
     assert!(left.is_err(), "the first client gave up");
@@ -139,34 +111,27 @@ async fn the_run_goes_on_for_a_waiting_repeat_when_its_own_client_leaves() {
         json_of(waited).await["choices"][0]["message"]["content"],
         "慢"
     );
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_run_whose_client_leaves_with_no_one_waiting_is_dropped() {
-    let app = spawn_app().await;
-    app.upstream.push([slow_answer(), sse_answer(&["新"])]);
+    let app = Gateway::start().await;
+    app.upstream().push([late_answer(), sse_answer(&["新"])]);
     let gone = app
-        .client
-        .post(format!("{}/v1/chat/completions", app.base))
+        .chat_request(false)
         .header("idempotency-key", "alone")
         .timeout(Duration::from_millis(100))
-        .json(&chat_body(false))
         .send()
         .await;
     assert!(gone.is_err());
     assert!(
-        app.upstream.closed_at(0).await.is_some(),
+        app.upstream().closed_at(0).await.is_some(),
         "the upstream call was dropped"
     );
-    let again = send(
-        &app,
-        "/v1/chat/completions",
-        "alone",
-        &chat_body(false),
-        false,
-    )
-    .await;
+    let again = app
+        .post_keyed("/v1/chat/completions", "alone", &chat_body(false), false)
+        .await;
     assert!(!replayed(&again), "nothing was kept: it runs anew");
     assert_eq!(
         json_of(again).await["choices"][0]["message"]["content"],
@@ -176,48 +141,51 @@ async fn a_run_whose_client_leaves_with_no_one_waiting_is_dropped() {
 
 #[tokio::test]
 async fn a_failed_run_is_not_kept_and_another_request_under_the_key_is_422() {
-    let app = spawn_app().await;
-    app.upstream.push([status(401, "{}"), sse_answer(&["好"])]);
+    let app = Gateway::start().await;
+    app.upstream()
+        .push([status(401, "{}"), sse_answer(&["好"])]);
     let path = "/v1/chat/completions";
     assert_eq!(
-        send(&app, path, "k", &chat_body(false), false)
+        app.post_keyed(path, "k", &chat_body(false), false)
             .await
             .status(),
         502
     );
-    let second = send(&app, path, "k", &chat_body(false), false).await;
+    let second = app.post_keyed(path, "k", &chat_body(false), false).await;
     assert_eq!(second.status(), 200, "the failure was not kept");
     assert!(!replayed(&second));
     let other = json!({"messages": [{"role": "user", "content": "别的"}]});
-    let reused = send(&app, path, "k", &other, false).await;
+    let reused = app.post_keyed(path, "k", &other, false).await;
     assert_eq!(reused.status(), 422);
     let error = json_of(reused).await["error"].clone();
     assert_eq!(error["code"], "idempotency_key_reused");
     assert_eq!(error["retryable"], false);
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
 }
 
 #[tokio::test]
 async fn a_bad_key_is_400_before_anything_else() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let long = "k".repeat(256);
     for bad in ["has space", long.as_str()] {
-        let response = send(&app, "/v1/chat/completions", bad, &chat_body(false), false).await;
+        let response = app
+            .post_keyed("/v1/chat/completions", bad, &chat_body(false), false)
+            .await;
         assert_eq!(response.status(), 400, "{bad}");
     }
-    assert!(app.upstream.requests().is_empty());
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
 async fn a_waiting_chat_stream_sends_only_keep_alive_comments_until_the_outcome() {
     let app =
-        spawn_app_with(|config| config.stream_keepalive = Some(Duration::from_millis(50))).await;
-    app.upstream.push([slow_answer()]);
+        Gateway::with(|config| config.stream_keepalive = Some(Duration::from_millis(50))).await;
+    app.upstream().push([late_answer()]);
     let path = "/v1/chat/completions";
     let (whole, streamed) = (chat_body(false), chat_body(true));
-    let (first, waiter) = tokio::join!(send(&app, path, "ka", &whole, false), async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        send(&app, path, "ka", &streamed, false).await
+    let (first, waiter) = tokio::join!(app.post_keyed(path, "ka", &whole, false), async {
+        requests_arrive(app.upstream(), 1).await;
+        app.post_keyed(path, "ka", &streamed, false).await
     });
     assert_eq!(first.status(), 200);
     assert_eq!(waiter.status(), 200);
@@ -233,21 +201,21 @@ async fn a_waiting_chat_stream_sends_only_keep_alive_comments_until_the_outcome(
         text.contains("慢") && text.ends_with("data: [DONE]\n\n"),
         "{text}"
     );
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_waiter_is_told_not_to_retry_when_the_run_it_joined_retried_already() {
-    let app = spawn_app().await;
-    app.upstream.fallback(sse(vec![
+    let app = Gateway::start().await;
+    app.upstream().fallback(sse(vec![
         Step::Pause(Duration::from_millis(100)),
         data(r#"{"error":{"message":"busy"}}"#),
     ]));
     let path = "/v1/chat/completions";
     let body = chat_body(false);
-    let (first, waiter) = tokio::join!(send(&app, path, "busy-run", &body, false), async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        send(&app, path, "busy-run", &body, false).await
+    let (first, waiter) = tokio::join!(app.post_keyed(path, "busy-run", &body, false), async {
+        requests_arrive(app.upstream(), 1).await;
+        app.post_keyed(path, "busy-run", &body, false).await
     });
     assert_eq!(
         (first.status().as_u16(), waiter.status().as_u16()),

@@ -1,27 +1,21 @@
 //! `LADLE_STREAM_KEEPALIVE_MS` (contract 6.4): the head and `: keep-alive` comments
 //! during a silence before the first output; retries still made; a failure after
-//! the head as one `error` event.
+//! the head as one `error` event. Streams get comments after 50 ms of silence;
+//! back-offs last 150 ms.
 
 use std::time::Duration;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-
-/// A gateway whose streams get comments after 50 ms of silence, and whose
-/// back-offs last 150 ms.
-async fn app() -> TestApp {
-    spawn_app_with(|config| {
-        config.stream_keepalive = Some(Duration::from_millis(50));
-        config.retry.backoff_base = Duration::from_millis(150);
-        config.retry.backoff_max = Duration::from_millis(150);
-    })
-    .await
-}
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn comments_keep_a_backing_off_stream_alive_and_the_retry_is_still_made() {
-    let app = app().await;
-    app.upstream
+    let app = Gateway::options()
+        .adjust(|c| c.stream_keepalive = Some(Duration::from_millis(50)))
+        .adjust(back_offs(150))
+        .start()
+        .await;
+    app.upstream()
         .push([status(503, "{}"), sse_answer(&["终于"])]);
     let response = app.chat(true).await;
     assert_eq!(response.status(), 200);
@@ -39,13 +33,17 @@ async fn comments_keep_a_backing_off_stream_alive_and_the_retry_is_still_made() 
         body.contains("终于") && body.ends_with("data: [DONE]\n\n"),
         "{body}"
     );
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
 }
 
 #[tokio::test]
 async fn a_failure_after_the_head_is_one_error_event_without_done() {
-    let app = app().await;
-    app.upstream
+    let app = Gateway::options()
+        .adjust(|c| c.stream_keepalive = Some(Duration::from_millis(50)))
+        .adjust(back_offs(150))
+        .start()
+        .await;
+    app.upstream()
         .fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     let response = app.chat(true).await;
     assert_eq!(
@@ -66,8 +64,12 @@ async fn a_failure_after_the_head_is_one_error_event_without_done() {
 
 #[tokio::test]
 async fn nothing_is_added_when_output_comes_first() {
-    let app = app().await;
-    app.upstream.push([sse_answer(&["快"])]);
+    let app = Gateway::options()
+        .adjust(|c| c.stream_keepalive = Some(Duration::from_millis(50)))
+        .adjust(back_offs(150))
+        .start()
+        .await;
+    app.upstream().push([sse_answer(&["快"])]);
     let body = app.chat(true).await.text().await.expect("body");
     assert!(!body.contains("keep-alive"), "{body}");
     assert!(body.ends_with("data: [DONE]\n\n"));
@@ -75,12 +77,8 @@ async fn nothing_is_added_when_output_comes_first() {
 
 #[tokio::test]
 async fn without_the_setting_a_failing_stream_is_still_a_plain_http_error() {
-    let app = spawn_app_with(|config| {
-        config.retry.backoff_base = Duration::from_millis(150);
-        config.retry.backoff_max = Duration::from_millis(150);
-    })
-    .await;
-    app.upstream.fallback(status(503, "{}"));
+    let app = Gateway::with(back_offs(150)).await;
+    app.upstream().fallback(status(503, "{}"));
     let response = app.chat(true).await;
     assert_eq!(response.status(), 503);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");

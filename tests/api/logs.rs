@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mock_upstream::*;
-use crate::process::Gateway;
+use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_error() {
@@ -14,8 +15,8 @@ async fn a_committed_stream_that_ends_with_an_error_event_is_logged_as_that_erro
         data(&content("半")),
         data(r#"{"error": {"message": "content filter"}}"#),
     ])]);
-    let mut gateway = Gateway::start(&upstream.url, &[]).await;
-    let response = gateway.chat("late-error", true).await;
+    let mut gateway = LadleProcess::start(&upstream.url, &[]).await;
+    let response = gateway.chat_as("late-error", true).await;
     assert_eq!(response.status(), 200);
     let body = response.text().await.expect("body");
     assert!(body.contains("upstream_failed"), "{body}");
@@ -36,16 +37,21 @@ async fn a_request_cancelled_during_a_back_off_logs_the_time_it_actually_waited(
         ("LADLE_BACKOFF_MAX_MS", "5000"),
         ("LADLE_DEADLINE_MS", "20000"),
     ];
-    let mut gateway = Gateway::start(&upstream.url, &env).await;
-    let gone = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", gateway.base))
+    let mut gateway = LadleProcess::start(&upstream.url, &env).await;
+    let gone = gateway
+        .chat_request(false)
         .header("x-request-id", "cancelled-wait")
         .timeout(Duration::from_millis(300))
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
         .send()
         .await;
     assert!(gone.is_err(), "the client gave up first");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let what = "the cancelled request's `completion ended` line";
+    eventually(Duration::from_secs(2), what, async || {
+        !gateway
+            .logged("cancelled-wait", "completion ended")
+            .is_empty()
+    })
+    .await;
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
     let ended = gateway.lines_of("cancelled-wait", "completion ended");
@@ -70,8 +76,8 @@ async fn every_failed_attempt_line_says_why() {
         sse_answer(&["好"]),
     ]);
     let env = [("LADLE_IDLE_TIMEOUT_MS", "100")];
-    let mut gateway = Gateway::start(&upstream.url, &env).await;
-    assert_eq!(gateway.chat("why", false).await.status(), 200);
+    let mut gateway = LadleProcess::start(&upstream.url, &env).await;
+    assert_eq!(gateway.chat_as("why", false).await.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
     let attempts = gateway.lines_of("why", "attempt ended");
@@ -87,9 +93,9 @@ async fn json_logs_have_one_line_per_attempt_and_per_request_with_the_contract_f
     // Arrange
     let upstream = MockUpstream::start().await;
     upstream.push([status(503, "{}"), sse_answer(&["好"])]);
-    let mut gateway = Gateway::start(&upstream.url, &[]).await;
+    let mut gateway = LadleProcess::start(&upstream.url, &[]).await;
     // Act
-    let response = gateway.chat("log-fields-1", false).await;
+    let response = gateway.chat_as("log-fields-1", false).await;
     assert_eq!(response.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
@@ -156,7 +162,7 @@ async fn logs_of_a_failing_run_never_contain_the_api_key_or_the_admin_token() {
     let upstream = MockUpstream::start().await;
     let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#);
     upstream.fallback(status(401, &echo));
-    let mut gateway = Gateway::start(
+    let mut gateway = LadleProcess::start(
         &upstream.url,
         &[
             ("LADLE_UPSTREAM_API_KEY", KEY),
@@ -165,24 +171,20 @@ async fn logs_of_a_failing_run_never_contain_the_api_key_or_the_admin_token() {
         ],
     )
     .await;
-    let client = reqwest::Client::new();
     // Act
-    let chat = client
-        .post(format!("{}/v1/chat/completions", gateway.base))
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("answer");
+    let chat = gateway.chat(false).await;
     let chat_status = chat.status();
     let chat_body = chat.text().await.expect("body");
-    let wrong = client
-        .get(format!("{}/admin/prompts", gateway.base))
+    let wrong = gateway
+        .client
+        .get(gateway.url("/admin/prompts"))
         .bearer_auth("not-the-token")
         .send()
         .await
         .expect("answer");
-    let right = client
-        .get(format!("{}/admin/prompts", gateway.base))
+    let right = gateway
+        .client
+        .get(gateway.url("/admin/prompts"))
         .bearer_auth(TOKEN)
         .send()
         .await
@@ -216,21 +218,20 @@ async fn logs_of_a_failing_run_never_contain_the_api_key_or_the_admin_token() {
     }
 }
 
-// === Readiness ===
-
 #[tokio::test]
 async fn request_lines_name_the_budget_and_what_an_idempotency_key_led_to() {
     let upstream = MockUpstream::start().await;
     upstream.push([sse_answer(&["好"])]);
-    let mut gateway = Gateway::start(&upstream.url, &[]).await;
-    let client = reqwest::Client::new();
+    let mut gateway = LadleProcess::start(&upstream.url, &[]).await;
     let send = |id: &'static str, content: &'static str| {
-        client
-            .post(format!("{}/v1/chat/completions", gateway.base))
+        gateway
+            .post_request(
+                "/v1/chat/completions",
+                &json!({"messages": [{"role": "user", "content": content}]}),
+            )
             .header("x-request-id", id)
             .header("x-request-timeout-ms", "2500")
             .header("idempotency-key", "logged-key")
-            .json(&json!({"messages": [{"role": "user", "content": content}]}))
             .send()
     };
     assert_eq!(send("run", "hi").await.expect("answer").status(), 200);

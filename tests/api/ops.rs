@@ -6,17 +6,18 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::scripts::{drip, slow_answer};
+use crate::support::*;
 
 // === Metrics ===
 
 #[tokio::test]
 async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_success_and_an_error() {
     // Arrange
-    let app = spawn_app().await;
-    let before = scrape(&app).await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    let before = app.metrics().await;
+    app.upstream().push([
         status(503, "{}"),
         sse_answer(&["好"]),
         status(401, r#"{"error":{"message":"bad key"}}"#),
@@ -50,13 +51,13 @@ async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_succ
     ] {
         let series =
             format!("ladle_upstream_attempts_total{{outcome=\"{outcome}\",upstream=\"default\"}}");
-        assert_eq!(value(&before, &series), Some(0.0), "{series}");
+        assert_eq!(metric_value(&before, &series), Some(0.0), "{series}");
     }
     for reason in ["busy", "not_started", "failed"] {
         let series = format!("ladle_retries_total{{reason=\"{reason}\"}}");
-        assert_eq!(value(&before, &series), Some(0.0), "{series}");
+        assert_eq!(metric_value(&before, &series), Some(0.0), "{series}");
     }
-    let after = scrape(&app).await;
+    let after = app.metrics().await;
     assert!(after.contains("# TYPE ladle_requests_total counter"));
     let moved = [
         ("ladle_retries_total{reason=\"busy\"}", 1.0),
@@ -92,7 +93,7 @@ async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_succ
     ];
     for (series, expected) in moved {
         assert_eq!(
-            value(&after, series),
+            metric_value(&after, series),
             Some(expected),
             "{series} in\n{after}"
         );
@@ -102,8 +103,8 @@ async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_succ
 #[tokio::test]
 async fn a_live_stream_counts_as_in_flight_and_its_duration_covers_the_whole_stream() {
     // Arrange
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .push([slow_answer(&["一", "二", "三"], millis(150))]);
     // Act
     let mut response = app.chat(true).await;
@@ -112,34 +113,34 @@ async fn a_live_stream_counts_as_in_flight_and_its_duration_covers_the_whole_str
         .await
         .expect("read")
         .expect("a first chunk");
-    let during = scrape(&app).await;
+    let during = app.metrics().await;
     let rest = response.text().await.expect("the rest of the stream");
-    let after = scrape(&app).await;
+    let after = app.metrics().await;
     // Assert
     assert!(!first.is_empty());
     assert!(
         rest.ends_with("data: [DONE]\n\n"),
         "stream ended with {rest:?}"
     );
-    assert_eq!(value(&during, "ladle_inflight_requests"), Some(1.0));
+    assert_eq!(metric_value(&during, "ladle_inflight_requests"), Some(1.0));
     assert_eq!(
-        value(
+        metric_value(
             &during,
             "ladle_requests_total{route=\"/v1/chat/completions\",code=\"200\"}"
         ),
         None,
         "a stream is counted when it ends, not when its head is sent"
     );
-    assert_eq!(value(&after, "ladle_inflight_requests"), Some(0.0));
+    assert_eq!(metric_value(&after, "ladle_inflight_requests"), Some(0.0));
     assert_eq!(
-        value(
+        metric_value(
             &after,
             "ladle_requests_total{route=\"/v1/chat/completions\",code=\"200\"}"
         ),
         Some(1.0)
     );
     // The head went out after the first piece; two 150 ms pauses followed.
-    let total = value(&after, "ladle_request_duration_seconds_sum").expect("a sum");
+    let total = metric_value(&after, "ladle_request_duration_seconds_sum").expect("a sum");
     assert!(total >= 0.3, "duration sum {total} s misses the stream");
 }
 
@@ -148,18 +149,14 @@ async fn a_live_stream_counts_as_in_flight_and_its_duration_covers_the_whole_str
 #[tokio::test]
 async fn with_max_inflight_1_a_second_call_waits_out_the_queue_and_gets_503_overloaded() {
     // Arrange: queue timeout 200 ms, the first call takes about 750 ms.
-    let app = spawn_app_with(|c| c.max_inflight = 1).await;
-    app.upstream.push([slow_answer(
+    let app = Gateway::with(|c| c.max_inflight = 1).await;
+    app.upstream().push([slow_answer(
         &["慢", "慢", "慢", "慢", "慢", "慢"],
         millis(150),
     )]);
-    let client = app.client.clone();
-    let url = format!("{}/v1/chat/completions", app.base);
-    let first = tokio::spawn(async move {
-        let body = json!({"messages": [{"role": "user", "content": "hi"}]});
-        client.post(url).json(&body).send().await.expect("answer")
-    });
-    wait_for_requests(&app, 1).await;
+    let endpoint = Endpoint::clone(&app);
+    let first = tokio::spawn(async move { endpoint.chat(false).await });
+    requests_arrive(app.upstream(), 1).await;
     // Act
     let started = Instant::now();
     let second = app.chat(false).await;
@@ -177,34 +174,24 @@ async fn with_max_inflight_1_a_second_call_waits_out_the_queue_and_gets_503_over
     assert!(waited >= millis(180), "answered after {waited:?}");
     assert!(waited < millis(550), "answered after {waited:?}");
     assert_eq!(first.await.expect("first call").status(), 200);
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn time_spent_in_the_queue_counts_against_the_request_deadline() {
     // Arrange: the queue would wait 5 s, but a chat request has 400 ms in all.
     // A long task holds the only slot.
-    let app = spawn_app_with(|c| {
+    let app = Gateway::with(|c| {
         c.max_inflight = 1;
         c.queue_timeout = Duration::from_secs(5);
         c.deadline = millis(400);
         c.retry.min_remaining = millis(100);
     })
     .await;
-    let drip = format!("data: {}\n\n", content("滴"));
-    app.upstream
-        .push([sse(vec![Step::Drip(drip.into_bytes(), millis(20))])]);
-    let client = app.client.clone();
-    let url = format!("{}/v1/tasks/recipe", app.base);
-    let holder = tokio::spawn(async move {
-        client
-            .post(url)
-            .json(&json!({"dish": "鸭"}))
-            .send()
-            .await
-            .expect("answer")
-    });
-    wait_for_requests(&app, 1).await;
+    app.upstream().push([drip("滴", millis(20))]);
+    let endpoint = Endpoint::clone(&app);
+    let holder = tokio::spawn(async move { endpoint.task("recipe", &json!({"dish": "鸭"})).await });
+    requests_arrive(app.upstream(), 1).await;
     // Act
     let started = Instant::now();
     let queued = app.chat(false).await;
@@ -215,7 +202,7 @@ async fn time_spent_in_the_queue_counts_against_the_request_deadline() {
     assert_eq!(json_of(queued).await["error"]["code"], "deadline_exceeded");
     assert!(waited >= millis(350), "answered after {waited:?}");
     assert!(waited < millis(1000), "answered after {waited:?}");
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 // === Slow and hostile clients ===
@@ -223,12 +210,12 @@ async fn time_spent_in_the_queue_counts_against_the_request_deadline() {
 #[tokio::test]
 async fn an_endless_upstream_line_fails_the_attempt_instead_of_growing_memory() {
     // Arrange: a data line that never ends, 64 KiB at a time; the cap is 1 MiB.
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let endless = sse(vec![
         Step::Send(b"data: ".to_vec()),
         Step::Drip(vec![b'a'; 64 << 10], millis(1)),
     ]);
-    app.upstream.fallback(endless);
+    app.upstream().fallback(endless);
     // Act
     let started = Instant::now();
     let response = app.chat(false).await;
@@ -236,10 +223,10 @@ async fn an_endless_upstream_line_fails_the_attempt_instead_of_growing_memory() 
     assert_eq!(response.status(), 502);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
     assert!(started.elapsed() < millis(1500));
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     for index in 0..2 {
         assert!(
-            app.upstream.closed_at(index).await.is_some(),
+            app.upstream().closed_at(index).await.is_some(),
             "upstream socket {index} left open"
         );
     }
@@ -250,24 +237,24 @@ async fn an_endless_upstream_line_fails_the_attempt_instead_of_growing_memory() 
     );
 }
 
-// === Graceful shutdown ===
+// === Readiness ===
 
 #[tokio::test]
 async fn readyz_names_a_broken_prompt_while_its_last_good_version_keeps_serving() {
     // Arrange
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let file = app.prompts_dir.join("recipe.toml");
     let good = std::fs::read_to_string(&file).expect("the shipped recipe prompt");
     assert_eq!(app.get("/readyz").await.status(), 200);
     // Act: break the file on disk.
     std::fs::write(&file, "description = \"broken\nnot toml at all [").expect("write");
-    let broken = ready_status(&app, 503).await;
+    let broken = app.eventually_readyz(503).await;
     // Assert
     let body: Value = serde_json::from_str(&broken).expect("JSON");
     assert!(body["broken"]["recipe"].is_string(), "body was {body}");
     assert!(body["broken"].get("fridge").is_none());
     let recipe = r#"{"title":"香酥鸭","ingredients":["鸭子 1只"],"steps":["炸"]}"#;
-    app.upstream.push([sse_answer(&[recipe])]);
+    app.upstream().push([sse_answer(&[recipe])]);
     let served = app
         .post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
         .await;
@@ -279,63 +266,8 @@ async fn readyz_names_a_broken_prompt_while_its_last_good_version_keeps_serving(
     assert_eq!(result["output"]["title"], "香酥鸭");
     // Act: fix it.
     std::fs::write(&file, good).expect("write");
-    let ready = ready_status(&app, 200).await;
+    let ready = app.eventually_readyz(200).await;
     // Assert
     let body: Value = serde_json::from_str(&ready).expect("JSON");
     assert_eq!(body["prompts"], 2);
-}
-
-// === Helpers ===
-
-/// An SSE answer whose first piece comes at once and each later one after `gap`.
-pub fn slow_answer(pieces: &[&str], gap: Duration) -> Script {
-    let mut steps = vec![data(&role())];
-    for (n, piece) in pieces.iter().enumerate() {
-        if n > 0 {
-            steps.push(Step::Pause(gap));
-        }
-        steps.push(data(&content(piece)));
-    }
-    steps.push(data(&finish()));
-    steps.push(data("[DONE]"));
-    sse(steps)
-}
-
-/// The `/metrics` text.
-async fn scrape(app: &TestApp) -> String {
-    app.get("/metrics")
-        .await
-        .text()
-        .await
-        .expect("metrics text")
-}
-
-/// The value of one series in a scrape.
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(series)?;
-        rest.strip_prefix(' ')?.trim().parse().ok()
-    })
-}
-
-/// Waits (up to two seconds) until the mock has received `n` requests.
-async fn wait_for_requests(app: &TestApp, n: usize) {
-    let give_up = Instant::now() + Duration::from_secs(2);
-    while app.upstream.requests().len() < n {
-        assert!(Instant::now() < give_up, "the upstream got no request");
-        tokio::time::sleep(millis(5)).await;
-    }
-}
-
-/// Polls `/readyz` (up to two seconds) until it answers `status`; its body.
-async fn ready_status(app: &TestApp, status: u16) -> String {
-    let give_up = Instant::now() + Duration::from_secs(2);
-    loop {
-        let response = app.get("/readyz").await;
-        if response.status() == status {
-            return response.text().await.expect("body");
-        }
-        assert!(Instant::now() < give_up, "/readyz never answered {status}");
-        tokio::time::sleep(millis(20)).await;
-    }
 }

@@ -3,25 +3,23 @@
 //! variables reach the real binary (a child process), since a client reads them
 //! when it is built; an explicit `LADLE_UPSTREAM_PROXY` is tried in process.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ladle::config::{Secret, UpstreamProxy};
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-use crate::process::Gateway;
-use crate::tls::{TlsUpstream, fixture};
-use crate::upstream::post_chat;
+use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
+use crate::support::proxy::Tinyproxy;
+use crate::support::tls::{TlsUpstream, tls_fixture};
+use crate::support::*;
 
 #[tokio::test]
 async fn an_http_upstream_is_reached_through_the_environments_proxy() {
     let proxy = Tinyproxy::start("").await;
     let upstream = MockUpstream::start().await;
     upstream.push([sse_answer(&["代理"])]);
-    let gateway = Gateway::start(&upstream.url, &[("HTTP_PROXY", &proxy.url)]).await;
-    let body = json_of(post_chat(&gateway.base).await).await;
+    let gateway = LadleProcess::start(&upstream.url, &[("HTTP_PROXY", &proxy.url)]).await;
+    let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "代理");
     let log = proxy.log();
     assert!(
@@ -34,13 +32,13 @@ async fn an_http_upstream_is_reached_through_the_environments_proxy() {
 async fn an_https_upstream_is_reached_by_connect_through_the_environments_proxy() {
     let proxy = Tinyproxy::start("").await;
     let upstream = TlsUpstream::start().await;
-    let ca = fixture("ca.pem");
+    let ca = tls_fixture("ca.pem");
     let env = [
         ("https_proxy", proxy.url.as_str()),
         ("LADLE_UPSTREAM_CA_FILE", &ca),
     ];
-    let gateway = Gateway::start(&upstream.url, &env).await;
-    let body = json_of(post_chat(&gateway.base).await).await;
+    let gateway = LadleProcess::start(&upstream.url, &env).await;
+    let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "加密");
     let authority = upstream
         .url
@@ -63,8 +61,8 @@ async fn no_proxy_and_none_bypass_the_environments_proxy() {
         &[("HTTP_PROXY", &proxy.url), ("LADLE_UPSTREAM_PROXY", "none")],
     ];
     for env in bypasses {
-        let gateway = Gateway::start(&upstream.url, env).await;
-        let body = json_of(post_chat(&gateway.base).await).await;
+        let gateway = LadleProcess::start(&upstream.url, env).await;
+        let body = json_of(gateway.chat(false).await).await;
         assert_eq!(body["choices"][0]["message"]["content"], "直连", "{env:?}");
     }
     assert_eq!(upstream.requests().len(), 2);
@@ -78,8 +76,8 @@ async fn an_explicit_proxy_with_credentials_is_used_and_its_password_never_logge
     upstream.push([sse_answer(&["凭证"])]);
     let with_password = proxy.url.replace("http://", "http://ladle:pr0xy-s3cret@");
     let env = [("LADLE_UPSTREAM_PROXY", with_password.as_str())];
-    let mut gateway = Gateway::start(&upstream.url, &env).await;
-    let body = json_of(post_chat(&gateway.base).await).await;
+    let mut gateway = LadleProcess::start(&upstream.url, &env).await;
+    let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "凭证");
     assert!(proxy.log().contains("chat/completions"));
     gateway.terminate();
@@ -90,16 +88,16 @@ async fn an_explicit_proxy_with_credentials_is_used_and_its_password_never_logge
 
 #[tokio::test]
 async fn a_proxy_that_is_down_is_a_not_started_failure() {
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.local_addr().expect("address").port()
-    };
-    let app = spawn_app_with(|config| {
+    let closed = free_port();
+    let app = Gateway::with(move |config| {
         config.upstream_proxy =
             UpstreamProxy::Url(Secret::new(format!("http://127.0.0.1:{closed}")));
     })
     .await;
-    assert_not_started(&app).await;
+    // The proxy's failures are the upstream's: not started, retried, then 504.
+    let response = app.chat(false).await;
+    assert_not_started_to_the_deadline(&app, response).await;
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
@@ -107,12 +105,16 @@ async fn a_proxy_that_refuses_the_tunnel_is_a_not_started_failure() {
     // Only port 443 may be tunnelled to; the upstream listens elsewhere.
     let proxy = Tinyproxy::start("ConnectPort 443\n").await;
     let upstream = TlsUpstream::start().await;
-    let prompts_dir = prompts_copy();
-    let mut config = fast_config(&prompts_dir);
-    config.upstream_ca_file = Some(fixture("ca.pem").into());
-    config.upstream_proxy = UpstreamProxy::Url(Secret::new(proxy.url.clone()));
-    let base = spawn_gateway(config, &upstream.url).await;
-    let response = post_chat(&base).await;
+    let via = UpstreamProxy::Url(Secret::new(proxy.url.clone()));
+    let gateway = Gateway::options()
+        .url(&upstream.url)
+        .adjust(|c| {
+            c.upstream_ca_file = Some(tls_fixture("ca.pem").into());
+            c.upstream_proxy = via;
+        })
+        .start()
+        .await;
+    let response = gateway.chat(false).await;
     assert_eq!(response.status(), 504);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
     assert!(upstream.versions().is_empty());
@@ -121,83 +123,4 @@ async fn a_proxy_that_refuses_the_tunnel_is_a_not_started_failure() {
         "retried: {}",
         proxy.log()
     );
-}
-
-/// The proxy's failures are the upstream's: not started, retried, then 504.
-async fn assert_not_started(app: &TestApp) {
-    let response = app.chat(false).await;
-    assert_eq!(response.status(), 504);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
-    assert!(
-        app.metric("ladle_retries_total{reason=\"not_started\"}")
-            .await
-            >= 1.0
-    );
-    assert!(app.upstream.requests().is_empty());
-}
-
-/// A tinyproxy process on a free loopback port, killed when dropped.
-struct Tinyproxy {
-    url: String,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Tinyproxy {
-    /// Starts tinyproxy with `extra` config lines; panics, naming the package, if it
-    /// is not installed (`.ci/run` installs it).
-    async fn start(extra: &str) -> Tinyproxy {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            listener.local_addr().expect("address").port()
-        };
-        let dir =
-            std::env::temp_dir().join(format!("ladle-tinyproxy-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("proxy folder");
-        let config = format!(
-            "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 50\nAllow 127.0.0.1\n\
-             LogFile \"{log}\"\nLogLevel Info\nDisableViaHeader Yes\n{extra}",
-            log = dir.join("tinyproxy.log").display()
-        );
-        let config_path = dir.join("tinyproxy.conf");
-        std::fs::write(&config_path, config).expect("proxy config");
-        let child = Command::new("tinyproxy")
-            .arg("-d")
-            .arg("-c")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tinyproxy is installed (Debian package `tinyproxy`; .ci/run installs it)");
-        // Made at once, so that a failed wait below still kills it.
-        let proxy = Tinyproxy {
-            url: format!("http://127.0.0.1:{port}"),
-            child,
-            dir,
-        };
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return proxy;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("tinyproxy did not listen on {port} within 2 s");
-    }
-
-    /// What tinyproxy logged so far.
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("tinyproxy.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Tinyproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

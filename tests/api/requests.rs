@@ -5,16 +5,17 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::raw::{read_response, read_until_closed};
+use crate::support::*;
 
 #[tokio::test]
 async fn every_response_carries_a_request_id_and_errors_are_contract_json() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let echoed = app
         .client
         .get(format!("{}/healthz", app.base))
@@ -69,19 +70,19 @@ async fn every_response_carries_a_request_id_and_errors_are_contract_json() {
 
 #[tokio::test]
 async fn a_body_over_the_limit_is_413_body_too_large() {
-    let app = spawn_app_with(|c| c.max_body_bytes = 1024).await;
+    let app = Gateway::with(|c| c.max_body_bytes = 1024).await;
     let big = json!({"messages": [{"role": "user", "content": "x".repeat(4096)}]});
     let response = app.post("/v1/chat/completions", &big).await;
     assert_eq!(response.status(), 413);
     assert_eq!(json_of(response).await["error"]["code"], "body_too_large");
-    assert!(app.upstream.requests().is_empty());
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
 async fn a_chunked_body_is_counted_against_the_limit_as_it_arrives() {
     // Arrange: no Content-Length, so only counting the pieces can catch it.
-    let app = spawn_app_with(|c| c.max_body_bytes = 1024).await;
-    app.upstream.push([sse_answer(&["好"])]);
+    let app = Gateway::with(|c| c.max_body_bytes = 1024).await;
+    app.upstream().push([sse_answer(&["好"])]);
     let chunked = |pieces: Vec<String>| {
         let stream = futures_util::stream::iter(
             pieces
@@ -103,14 +104,14 @@ async fn a_chunked_body_is_counted_against_the_limit_as_it_arrives() {
     assert_eq!(over.status(), 413);
     assert_eq!(json_of(over).await["error"]["code"], "body_too_large");
     assert_eq!(within.expect("gateway answers").status(), 200);
-    let sent = app.upstream.requests();
+    let sent = app.upstream().requests();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].body["messages"][0]["content"], "hi");
 }
 
 #[tokio::test]
 async fn bad_chat_fields_are_400_naming_the_field_and_nothing_goes_upstream() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let hi = json!([{"role": "user", "content": "hi"}]);
     for (body, named) in [
         (json!({"messages": []}), "messages"),
@@ -126,14 +127,14 @@ async fn bad_chat_fields_are_400_naming_the_field_and_nothing_goes_upstream() {
         let message = error["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(named), "{body} → {message}");
     }
-    assert!(app.upstream.requests().is_empty());
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
     // Arrange
-    let app = spawn_app_with(|c| c.header_read_timeout = millis(200)).await;
-    let mut socket = TcpStream::connect(address(&app)).await.expect("connect");
+    let app = Gateway::with(|c| c.header_read_timeout = millis(200)).await;
+    let mut socket = TcpStream::connect(app.address()).await.expect("connect");
     // Act
     socket
         .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: ladle\r\n")
@@ -146,14 +147,14 @@ async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
     assert!(answer.is_some(), "the connection was left open");
     assert!(waited >= millis(150), "closed after {waited:?}");
     assert!(waited < millis(1500), "closed after {waited:?}");
-    assert!(app.upstream.requests().is_empty());
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
 async fn a_body_that_stops_arriving_gets_400_invalid_request_in_time() {
     // Arrange
-    let app = spawn_app_with(|c| c.body_read_timeout = millis(200)).await;
-    let mut socket = TcpStream::connect(address(&app)).await.expect("connect");
+    let app = Gateway::with(|c| c.body_read_timeout = millis(200)).await;
+    let mut socket = TcpStream::connect(app.address()).await.expect("connect");
     // Act: promise 100 bytes, send 8, then nothing.
     socket
         .write_all(
@@ -177,13 +178,13 @@ async fn a_body_that_stops_arriving_gets_400_invalid_request_in_time() {
     );
     assert!(waited >= millis(150), "answered after {waited:?}");
     assert!(waited < millis(1500), "answered after {waited:?}");
-    assert!(app.upstream.requests().is_empty());
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
 async fn a_body_over_the_limit_on_the_task_route_is_413_body_too_large() {
     // Arrange
-    let app = spawn_app_with(|c| c.max_body_bytes = 1024).await;
+    let app = Gateway::with(|c| c.max_body_bytes = 1024).await;
     // Act
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "鸭".repeat(2000)}))
@@ -191,37 +192,5 @@ async fn a_body_over_the_limit_on_the_task_route_is_413_body_too_large() {
     // Assert
     assert_eq!(response.status(), 413);
     assert_eq!(json_of(response).await["error"]["code"], "body_too_large");
-    assert!(app.upstream.requests().is_empty());
-}
-
-/// Everything the server sends until it closes the socket; `None` if it is still
-/// open after `limit`.
-async fn read_until_closed(socket: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
-    let mut all = Vec::new();
-    let read = tokio::time::timeout(limit, socket.read_to_end(&mut all)).await;
-    match read {
-        Ok(_) => Some(all),
-        Err(_) => None,
-    }
-}
-
-/// One whole HTTP response with a `content-length`, as text.
-async fn read_response(socket: &mut TcpStream, limit: Duration) -> String {
-    let give_up = Instant::now() + limit;
-    let mut all = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&all).into_owned();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = content_length(&text[..end]);
-            if all.len() >= end + 4 + length {
-                return text;
-            }
-        }
-        let left = give_up.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, socket.read(&mut buf)).await {
-            Ok(Ok(n)) if n > 0 => all.extend_from_slice(&buf[..n]),
-            _ => return text,
-        }
-    }
+    assert!(app.upstream().requests().is_empty());
 }

@@ -6,35 +6,22 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-use crate::process::Gateway;
-
-/// A chat request with `X-Request-Timeout-Ms: value`.
-async fn chat_with_timeout(app: &TestApp, value: &str) -> reqwest::Response {
-    app.client
-        .post(format!("{}/v1/chat/completions", app.base))
-        .header("x-request-timeout-ms", value)
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("gateway answers")
-}
-
-/// Content every 50 ms, for ever: the idle timer never fires.
-fn endless_drip() -> Script {
-    sse(vec![Step::Drip(
-        format!("data: {}\n\n", content("还在写")).into_bytes(),
-        Duration::from_millis(50),
-    )])
-}
+use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
+use crate::support::scripts::{drip, only_role_deltas};
+use crate::support::*;
 
 #[tokio::test]
 async fn the_callers_timeout_shortens_the_deadline() {
-    let app = spawn_app().await;
-    app.upstream.fallback(endless_drip());
+    let app = Gateway::start().await;
+    app.upstream().fallback(drip("还在写", millis(50)));
     let started = Instant::now();
-    let response = chat_with_timeout(&app, "250").await;
+    let response = app
+        .chat_request(false)
+        .header("x-request-timeout-ms", "250")
+        .send()
+        .await
+        .expect("gateway answers");
     assert_eq!(response.status(), 504);
     assert_eq!(
         json_of(response).await["error"]["code"],
@@ -49,14 +36,19 @@ async fn the_callers_timeout_shortens_the_deadline() {
 
 #[tokio::test]
 async fn the_callers_timeout_never_lengthens_the_deadline() {
-    let app = spawn_app_with(|config| {
+    let app = Gateway::with(|config| {
         config.deadline = millis(400);
         config.retry.min_remaining = millis(100);
     })
     .await;
-    app.upstream.fallback(endless_drip());
+    app.upstream().fallback(drip("还在写", millis(50)));
     let started = Instant::now();
-    let response = chat_with_timeout(&app, "100000").await;
+    let response = app
+        .chat_request(false)
+        .header("x-request-timeout-ms", "100000")
+        .send()
+        .await
+        .expect("gateway answers");
     assert_eq!(response.status(), 504);
     assert_eq!(
         json_of(response).await["error"]["code"],
@@ -67,13 +59,11 @@ async fn the_callers_timeout_never_lengthens_the_deadline() {
 
 #[tokio::test]
 async fn a_task_takes_the_callers_timeout_too() {
-    let app = spawn_app().await;
-    app.upstream.fallback(endless_drip());
+    let app = Gateway::start().await;
+    app.upstream().fallback(drip("还在写", millis(50)));
     let response = app
-        .client
-        .post(format!("{}/v1/tasks/fridge", app.base))
+        .post_request("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
         .header("x-request-timeout-ms", "200")
-        .json(&json!({"ingredients": ["鸡蛋"]}))
         .send()
         .await
         .expect("gateway answers");
@@ -86,9 +76,14 @@ async fn a_task_takes_the_callers_timeout_too() {
 
 #[tokio::test]
 async fn a_bad_callers_timeout_is_400_before_any_upstream_call() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     for bad in ["0", "-5", "1.5", "soon", "", "12ms"] {
-        let response = chat_with_timeout(&app, bad).await;
+        let response = app
+            .chat_request(false)
+            .header("x-request-timeout-ms", bad)
+            .send()
+            .await
+            .expect("gateway answers");
         assert_eq!(response.status(), 400, "{bad:?}");
         let body: Value = json_of(response).await;
         assert_eq!(body["error"]["code"], "invalid_request", "{bad:?}");
@@ -99,21 +94,13 @@ async fn a_bad_callers_timeout_is_400_before_any_upstream_call() {
             "{body}"
         );
     }
-    assert!(app.upstream.requests().is_empty());
-}
-
-/// Role-only deltas every 50 ms: events that keep the idle timer reset, never output.
-fn only_role_deltas() -> Script {
-    sse(vec![Step::Drip(
-        format!("data: {}\n\n", role()).into_bytes(),
-        Duration::from_millis(50),
-    )])
+    assert!(app.upstream().requests().is_empty());
 }
 
 #[tokio::test]
 async fn the_first_output_timeout_fires_while_role_only_deltas_keep_arriving() {
-    let app = spawn_app_with(|config| config.timeouts.first_output = Some(millis(200))).await;
-    app.upstream
+    let app = Gateway::with(|config| config.timeouts.first_output = Some(millis(200))).await;
+    app.upstream()
         .push([only_role_deltas(), sse_answer(&["终于"])]);
     let started = Instant::now();
     let response = app.chat(false).await;
@@ -123,7 +110,7 @@ async fn the_first_output_timeout_fires_while_role_only_deltas_keep_arriving() {
         "终于"
     );
     assert!(started.elapsed() >= millis(200));
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"not_started\"}")
             .await,
@@ -131,30 +118,30 @@ async fn the_first_output_timeout_fires_while_role_only_deltas_keep_arriving() {
         "a not-started failure, retried as one"
     );
     assert!(
-        app.upstream.closed_at(0).await.is_some(),
+        app.upstream().closed_at(0).await.is_some(),
         "the first attempt was dropped"
     );
 }
 
 #[tokio::test]
 async fn the_first_output_timeout_stops_counting_at_the_first_output() {
-    let app = spawn_app_with(|config| config.timeouts.first_output = Some(millis(100))).await;
+    let app = Gateway::with(|config| config.timeouts.first_output = Some(millis(100))).await;
     let mut steps = vec![data(&content("先"))];
     for piece in ["慢", "慢", "写"] {
         steps.push(Step::Pause(millis(80)));
         steps.push(data(&content(piece)));
     }
     steps.extend([data(&finish()), data("[DONE]")]);
-    app.upstream.push([sse(steps)]);
+    app.upstream().push([sse(steps)]);
     let body = json_of(app.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "先慢慢写");
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn without_the_setting_role_only_deltas_wait_for_the_idle_timer_alone() {
-    let app = spawn_app_with(|config| config.deadline = millis(1500)).await;
-    app.upstream.push([only_role_deltas()]);
+    let app = Gateway::with(|config| config.deadline = millis(1500)).await;
+    app.upstream().push([only_role_deltas()]);
     let response = app.chat(false).await;
     // Events keep coming, so only the deadline ends it.
     assert_eq!(response.status(), 504);
@@ -162,7 +149,7 @@ async fn without_the_setting_role_only_deltas_wait_for_the_idle_timer_alone() {
         json_of(response).await["error"]["code"],
         "deadline_exceeded"
     );
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
@@ -170,8 +157,8 @@ async fn a_first_output_timeout_is_logged_with_its_reason() {
     let upstream = MockUpstream::start().await;
     upstream.push([only_role_deltas(), sse_answer(&["好"])]);
     let env = [("LADLE_FIRST_OUTPUT_TIMEOUT_MS", "150")];
-    let mut gateway = Gateway::start(&upstream.url, &env).await;
-    let response = gateway.chat("first-output", false).await;
+    let mut gateway = LadleProcess::start(&upstream.url, &env).await;
+    let response = gateway.chat_as("first-output", false).await;
     assert_eq!(response.status(), 200);
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;

@@ -3,24 +3,24 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-use crate::ops::slow_answer;
-use crate::process::Gateway;
+use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
+use crate::support::scripts::slow_answer;
+use crate::support::*;
 
 #[tokio::test]
 async fn shutdown_lets_a_live_stream_finish_and_refuses_new_connections() {
     // Arrange
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (app, server) = spawn_app_until(|_| {}, async move {
-        let _ = stopped.await;
-    })
-    .await;
-    app.upstream
+    let (app, server) = Gateway::options()
+        .start_until(async move {
+            let _ = stopped.await;
+        })
+        .await;
+    app.upstream()
         .push([slow_answer(&["一", "二", "三"], millis(200))]);
     let mut response = app.chat(true).await;
     let first = response
@@ -31,7 +31,11 @@ async fn shutdown_lets_a_live_stream_finish_and_refuses_new_connections() {
     // Act
     stop.send(()).expect("the server is listening for shutdown");
     let asked = Instant::now();
-    let refused = refused_within(&address(&app), Duration::from_secs(1)).await;
+    let refused = within(Duration::from_secs(1), async || {
+        TcpStream::connect(app.address()).await.is_err()
+    })
+    .await
+    .is_some();
     let rest = response.text().await.expect("the rest of the stream");
     let finished = asked.elapsed();
     // Assert
@@ -55,16 +59,11 @@ async fn sigterm_lets_live_streams_on_every_worker_finish_and_the_process_exits_
     let upstream = MockUpstream::start().await;
     let streams = 5;
     upstream.push((0..streams).map(|_| slow_answer(&["一", "二", "三"], millis(200))));
-    let mut gateway = Gateway::start(&upstream.url, &[("LADLE_WORKERS", "3")]).await;
+    let mut gateway = LadleProcess::start(&upstream.url, &[("LADLE_WORKERS", "3")]).await;
     let mut responses = Vec::new();
     for _ in 0..streams {
         // A client each, so each stream has a connection of its own.
-        let mut response = reqwest::Client::new()
-            .post(format!("{}/v1/chat/completions", gateway.base))
-            .json(&json!({"stream": true, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .expect("answer");
+        let mut response = Endpoint::new(gateway.base.clone()).chat(true).await;
         let first = response
             .chunk()
             .await
@@ -75,7 +74,11 @@ async fn sigterm_lets_live_streams_on_every_worker_finish_and_the_process_exits_
     // Act
     gateway.terminate();
     let asked = Instant::now();
-    let refused = refused_within(&gateway.address, Duration::from_secs(1)).await;
+    let refused = within(Duration::from_secs(1), async || {
+        TcpStream::connect(gateway.address()).await.is_err()
+    })
+    .await
+    .is_some();
     let mut wholes = Vec::new();
     for (first, response) in responses {
         let rest = response.text().await.expect("the rest of the stream");
@@ -96,31 +99,4 @@ async fn sigterm_lets_live_streams_on_every_worker_finish_and_the_process_exits_
         started.iter().any(|l| l.contains("\"workers\":3")),
         "no log line says three workers: {started:?}"
     );
-}
-
-// === Logs ===
-
-/// Whether connecting to `address` is refused within `limit`.
-async fn refused_within(address: &str, limit: Duration) -> bool {
-    let give_up = Instant::now() + limit;
-    while Instant::now() < give_up {
-        if TcpStream::connect(address).await.is_err() {
-            return true;
-        }
-        tokio::time::sleep(millis(10)).await;
-    }
-    false
-}
-
-/// The content of an OpenAI chunk stream.
-fn streamed_text(body: &str) -> String {
-    sse_events(body)
-        .iter()
-        .filter_map(|(_, data)| serde_json::from_str::<Value>(data).ok())
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .collect()
 }

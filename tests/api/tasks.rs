@@ -1,51 +1,19 @@
 //! `POST /v1/tasks/{name}`: prompt templates, normalization and task events.
 
+use std::time::Duration;
+
+use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-
-fn sample(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
-}
-
-/// The model's text cut into pieces of `size` characters, as a stream writes it.
-fn pieces(text: &str, size: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    chars.chunks(size).map(|c| c.iter().collect()).collect()
-}
-
-fn recipe_answer() -> Script {
-    let raw = sample("recipe-raw-model-output.txt");
-    let parts = pieces(&raw, 7);
-    sse_answer(&parts.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-fn events_of(text: &str) -> Vec<(String, Value)> {
-    sse_events(text)
-        .into_iter()
-        .filter(|(event, _)| event != ":")
-        .map(|(event, data)| {
-            (
-                event,
-                serde_json::from_str(&data).expect("event data is JSON"),
-            )
-        })
-        .collect()
-}
-
-fn names(events: &[(String, Value)]) -> Vec<&str> {
-    let mut names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
-    names.dedup();
-    names
-}
+use crate::support::mock_upstream::*;
+use crate::support::scripts::recipe_answer;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_recipe_task_returns_the_normalized_recipe_and_sends_the_rendered_prompt() {
     // Arrange
-    let app = spawn_app().await;
-    app.upstream.push([recipe_answer()]);
+    let app = Gateway::start().await;
+    app.upstream().push([recipe_answer()]);
     // Act
     let response = app
         .post(
@@ -57,12 +25,12 @@ async fn a_recipe_task_returns_the_normalized_recipe_and_sends_the_rendered_prom
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
     let expected: Value =
-        serde_json::from_str(&sample("recipe-normalized.json")).expect("golden JSON");
+        serde_json::from_str(&fixture_text("recipe-normalized.json")).expect("golden JSON");
     assert_eq!(body["output"], expected);
     assert_eq!(body["task"], "recipe");
     assert_eq!(body["meta"]["attempts"], 1);
     assert!(body["meta"]["request_id"].is_string() && body["meta"]["elapsed_ms"].is_u64());
-    let sent = &app.upstream.requests()[0].body;
+    let sent = &app.upstream().requests()[0].body;
     assert_eq!(sent["stream"], true);
     assert_eq!(sent["temperature"], 0.7);
     assert_eq!(sent["max_tokens"], 2400);
@@ -77,8 +45,8 @@ async fn a_recipe_task_returns_the_normalized_recipe_and_sends_the_rendered_prom
 
 #[tokio::test]
 async fn output_that_is_not_a_recipe_is_retried_once_then_502_invalid_output() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .fallback(sse_answer(&["抱歉，", "我不会做这道菜。"]));
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
@@ -87,20 +55,20 @@ async fn output_that_is_not_a_recipe_is_retried_once_then_502_invalid_output() {
     let body = json_of(response).await;
     assert_eq!(body["error"]["code"], "invalid_output");
     assert_eq!(body["error"]["retryable"], true);
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
 }
 
 #[tokio::test]
 async fn busy_then_success_streams_attempt_retry_attempt_deltas_and_result() {
-    let app = spawn_app().await;
-    app.upstream.push([status(503, "{}"), recipe_answer()]);
+    let app = Gateway::start().await;
+    app.upstream().push([status(503, "{}"), recipe_answer()]);
     let response = app
         .post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
         .await;
     assert_eq!(response.status(), 200);
-    let events = events_of(&response.text().await.expect("body"));
+    let events = task_events(&response.text().await.expect("body"));
     assert_eq!(
-        names(&events),
+        event_names(&events),
         ["attempt", "retry", "attempt", "delta", "result"]
     );
     assert_eq!(events[0].1, json!({"attempt": 1}));
@@ -116,17 +84,17 @@ async fn busy_then_success_streams_attempt_retry_attempt_deltas_and_result() {
 
 #[tokio::test]
 async fn a_retry_after_output_began_sends_reset_before_the_next_attempt() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         sse(vec![data(&content("{\"title\"")), Step::Stall]),
         recipe_answer(),
     ]);
     let response = app
         .post_events("/v1/tasks/recipe?stream=true", &json!({"dish": "香酥鸭"}))
         .await;
-    let events = events_of(&response.text().await.expect("body"));
+    let events = task_events(&response.text().await.expect("body"));
     assert_eq!(
-        names(&events),
+        event_names(&events),
         [
             "attempt", "delta", "retry", "reset", "attempt", "delta", "result"
         ]
@@ -142,8 +110,8 @@ async fn a_retry_after_output_began_sends_reset_before_the_next_attempt() {
 
 #[tokio::test]
 async fn a_failed_task_stream_ends_with_an_error_event_equal_to_the_error_body() {
-    let app = spawn_app().await;
-    app.upstream.push([status(401, "{}")]);
+    let app = Gateway::start().await;
+    app.upstream().push([status(401, "{}")]);
     let response = app
         .post_events("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
         .await;
@@ -151,7 +119,7 @@ async fn a_failed_task_stream_ends_with_an_error_event_equal_to_the_error_body()
         .to_str()
         .expect("id")
         .to_owned();
-    let events = events_of(&response.text().await.expect("body"));
+    let events = task_events(&response.text().await.expect("body"));
     let (name, error) = events.last().expect("an event");
     assert_eq!(name, "error");
     assert_eq!(error["error"]["code"], "upstream_rejected");
@@ -160,7 +128,7 @@ async fn a_failed_task_stream_ends_with_an_error_event_equal_to_the_error_body()
 
 #[tokio::test]
 async fn bad_variables_are_422_naming_the_variable_before_any_upstream_call() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let cases = [
         (json!({}), "dish"),
         (json!({"dish": "鸭".repeat(41)}), "dish"),
@@ -179,17 +147,17 @@ async fn bad_variables_are_422_naming_the_variable_before_any_upstream_call() {
         );
     }
     // Forty characters, counted as characters rather than bytes, are fine.
-    app.upstream.push([recipe_answer()]);
+    app.upstream().push([recipe_answer()]);
     let ok = app
         .post("/v1/tasks/recipe", &json!({"dish": "鸭".repeat(40)}))
         .await;
     assert_eq!(ok.status(), 200);
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn unknown_and_hostile_task_names_are_404_not_found() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     for name in ["nope", "..%2F..%2Fetc%2Fpasswd", "RECIPE", "%2e%2e"] {
         let response = app.post(&format!("/v1/tasks/{name}"), &json!({})).await;
         assert_eq!(response.status(), 404, "{name}");
@@ -199,36 +167,44 @@ async fn unknown_and_hostile_task_names_are_404_not_found() {
 
 #[tokio::test]
 async fn a_prompt_edited_on_disk_is_used_by_the_next_call() {
-    let app = spawn_app().await;
+    // The admin API shows the live copy, so the test sees when the edit is loaded.
+    let app = Gateway::options().admin().start().await;
     let path = app.prompts_dir.join("recipe.toml");
     let original = std::fs::read_to_string(&path).expect("recipe prompt");
     let edited = original.replacen("user = \"\"\"", "user = \"\"\"【新版提示词】", 1);
     assert_ne!(original, edited, "the edit must change the template");
     std::fs::write(&path, edited).expect("write edited prompt");
-    // Reload runs every 50 ms in tests; wait a few rounds.
-    tokio::time::sleep(millis(250)).await;
-    app.upstream.push([recipe_answer()]);
+    // Reload runs every 50 ms in tests.
+    eventually(
+        Duration::from_secs(2),
+        "the edited recipe prompt to be live",
+        async || {
+            let live = app.admin(Method::GET, "/admin/prompts/recipe").send().await;
+            let live = live.expect("gateway answers").text().await.expect("text");
+            live.contains("【新版提示词】")
+        },
+    )
+    .await;
+    app.upstream().push([recipe_answer()]);
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
         .await;
     assert_eq!(response.status(), 200);
-    let sent = app.upstream.requests()[0].body["messages"].to_string();
+    let sent = app.upstream().requests()[0].body["messages"].to_string();
     assert!(sent.contains("【新版提示词】"));
 }
 
 #[tokio::test]
 async fn a_broken_prompt_on_disk_keeps_the_last_good_version_live() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     std::fs::write(
         app.prompts_dir.join("recipe.toml"),
         "output = \"recipe\"\n[messages\n",
     )
     .expect("break prompt");
-    tokio::time::sleep(millis(250)).await;
-    let ready = app.get("/readyz").await;
-    assert_eq!(ready.status(), 503);
-    assert!(json_of(ready).await.to_string().contains("recipe"));
-    app.upstream.push([recipe_answer()]);
+    let ready: Value = serde_json::from_str(&app.eventually_readyz(503).await).expect("JSON");
+    assert!(ready.to_string().contains("recipe"));
+    app.upstream().push([recipe_answer()]);
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
         .await;
@@ -237,9 +213,9 @@ async fn a_broken_prompt_on_disk_keeps_the_last_good_version_live() {
 
 #[tokio::test]
 async fn the_fridge_task_returns_the_extracted_json_value() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let answer = "```json\n{\"ideas\": [{\"dish\": \"番茄炒蛋\", \"minutes\": 15}]}\n```";
-    app.upstream.push([sse_answer(
+    app.upstream().push([sse_answer(
         &pieces(answer, 5)
             .iter()
             .map(String::as_str)
@@ -254,6 +230,6 @@ async fn the_fridge_task_returns_the_extracted_json_value() {
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
     assert_eq!(body["output"]["ideas"][0]["dish"], "番茄炒蛋");
-    let user = app.upstream.requests()[0].body["messages"][1]["content"].to_string();
+    let user = app.upstream().requests()[0].body["messages"][1]["content"].to_string();
     assert!(user.contains("鸡蛋、番茄"));
 }

@@ -2,13 +2,14 @@
 
 use std::time::Duration;
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
+use crate::support::mock_upstream::*;
+use crate::support::scripts::{events_text, length_answer};
+use crate::support::*;
 
 #[tokio::test]
 async fn consecutive_requests_share_one_upstream_connection() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         keep_alive_answer(&["一"], false),
         keep_alive_answer(&["二"], false),
         keep_alive_answer(&["三"], false),
@@ -19,14 +20,14 @@ async fn consecutive_requests_share_one_upstream_connection() {
         let body = json_of(response).await;
         assert_eq!(body["choices"][0]["message"]["content"], expected);
     }
-    assert_eq!(app.upstream.connections(), [0, 0, 0]);
-    assert_eq!(app.upstream.open_sockets(), 1);
+    assert_eq!(app.upstream().connections(), [0, 0, 0]);
+    assert_eq!(app.upstream().open_sockets(), 1);
 }
 
 #[tokio::test]
 async fn a_streamed_answer_also_leaves_its_connection_for_the_next_request() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         keep_alive_answer(&["a"], false),
         keep_alive_answer(&["b"], false),
     ]);
@@ -36,26 +37,26 @@ async fn a_streamed_answer_also_leaves_its_connection_for_the_next_request() {
         let text = response.text().await.expect("body");
         assert!(text.ends_with("data: [DONE]\n\n"), "stream was {text}");
     }
-    assert_eq!(app.upstream.connections(), [0, 0]);
+    assert_eq!(app.upstream().connections(), [0, 0]);
 }
 
 #[tokio::test]
 async fn an_idle_connection_the_upstream_closed_is_not_reused() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     // The first answer promises keep-alive, then the upstream closes the socket.
-    app.upstream.push([
+    app.upstream().push([
         keep_alive_answer(&["first"], true),
         keep_alive_answer(&["second"], false),
     ]);
     assert_eq!(app.chat(false).await.status(), 200);
-    wait_until(|| app.upstream.open_sockets() == 0).await;
+    sockets_close(app.upstream(), Duration::from_secs(1)).await;
     let response = app.chat(false).await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         json_of(response).await["choices"][0]["message"]["content"],
         "second"
     );
-    assert_eq!(app.upstream.connections(), [0, 1]);
+    assert_eq!(app.upstream().connections(), [0, 1]);
     assert_eq!(
         app.metric("ladle_retries_total{reason=\"not_started\"}")
             .await,
@@ -69,18 +70,10 @@ async fn an_idle_connection_the_upstream_closed_is_not_reused() {
     );
 }
 
-/// The events of a whole answer writing `pieces`, as one SSE text.
-fn events_of(pieces: &[&str]) -> String {
-    answer_events(pieces)
-        .iter()
-        .map(|e| format!("data: {e}\n\n"))
-        .collect()
-}
-
 #[tokio::test]
 async fn chunk_framing_cut_anywhere_still_gives_the_whole_answer() {
-    let app = spawn_app().await;
-    let sse = events_of(&["番茄", "炒蛋"]);
+    let app = Gateway::start().await;
+    let sse = events_text(&["番茄", "炒蛋"]);
     let mut wire = format!("{:x}\r\n", sse.len()).into_bytes();
     wire.extend_from_slice(sse.as_bytes());
     wire.extend_from_slice(b"\r\n0\r\n\r\n");
@@ -96,30 +89,16 @@ async fn chunk_framing_cut_anywhere_still_gives_the_whole_answer() {
         steps.push(Step::Pause(Duration::from_millis(5)));
         at = cut;
     }
-    app.upstream.push([Script(steps)]);
+    app.upstream().push([Script(steps)]);
     let body = json_of(app.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "番茄炒蛋");
-    assert_eq!(app.upstream.requests().len(), 1);
-}
-
-/// A whole answer framed by `Content-Length`, with `extra` head lines, on a
-/// connection the mock keeps for the next request.
-fn length_answer(pieces: &[&str], extra: &str) -> Script {
-    let sse = events_of(pieces);
-    let head = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{extra}content-length: {}\r\n\r\n",
-        sse.len()
-    );
-    Script(vec![
-        Step::Send((head + &sse).into_bytes()),
-        Step::KeepAlive,
-    ])
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_content_length_answer_is_read_to_its_length_and_reused() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         length_answer(&["ok"], ""),
         keep_alive_answer(&["again"], false),
     ]);
@@ -127,63 +106,55 @@ async fn a_content_length_answer_is_read_to_its_length_and_reused() {
     assert_eq!(body["choices"][0]["message"]["content"], "ok");
     let body = json_of(app.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "again");
-    assert_eq!(app.upstream.connections(), [0, 0]);
+    assert_eq!(app.upstream().connections(), [0, 0]);
 }
 
 #[tokio::test]
 async fn an_answer_that_says_connection_close_leaves_nothing_to_reuse() {
-    let app = spawn_app().await;
-    app.upstream.push([
+    let app = Gateway::start().await;
+    app.upstream().push([
         length_answer(&["once"], "connection: close\r\n"),
         keep_alive_answer(&["twice"], false),
     ]);
     assert_eq!(app.chat(false).await.status(), 200);
     assert_eq!(app.chat(false).await.status(), 200);
-    assert_eq!(app.upstream.connections(), [0, 1]);
-}
-
-/// Asserts the answer failed the way a broken transport does: the attempts never
-/// started, so they were retried with back-off until the deadline ran out.
-async fn assert_failed_like_a_broken_transport(app: &TestApp, response: reqwest::Response) {
-    assert_eq!(response.status(), 504);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
-    assert!(app.upstream.requests().len() >= 2);
-    assert!(
-        app.metric("ladle_retries_total{reason=\"not_started\"}")
-            .await
-            >= 1.0
-    );
+    assert_eq!(app.upstream().connections(), [0, 1]);
 }
 
 #[tokio::test]
 async fn broken_chunk_framing_is_a_broken_transport() {
-    let app = spawn_app().await;
-    app.upstream.fallback(Script(vec![Step::Send(
+    let app = Gateway::start().await;
+    app.upstream().fallback(Script(vec![Step::Send(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nzz\r\ndata: x\r\n"
             .to_vec(),
     )]));
     let response = app.chat(false).await;
-    assert_failed_like_a_broken_transport(&app, response).await;
-    wait_until(|| app.upstream.open_sockets() == 0).await;
+    // The attempts never started, so they were retried with back-off until the
+    // deadline ran out.
+    assert_not_started_to_the_deadline(&app, response).await;
+    assert!(app.upstream().requests().len() >= 2);
+    sockets_close(app.upstream(), Duration::from_secs(1)).await;
 }
 
 #[tokio::test]
 async fn a_malformed_response_head_is_a_broken_transport() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .fallback(Script(vec![Step::Send(b"HTTP/1.1 OK\r\n\r\n".to_vec())]));
     let response = app.chat(false).await;
-    assert_failed_like_a_broken_transport(&app, response).await;
+    // The attempts never started, so they were retried with back-off until the
+    // deadline ran out.
+    assert_not_started_to_the_deadline(&app, response).await;
+    assert!(app.upstream().requests().len() >= 2);
 }
 
 #[tokio::test]
 async fn the_upstream_urls_query_string_reaches_the_upstream() {
     let upstream = MockUpstream::start().await;
     upstream.push([sse_answer(&["azure"])]);
-    let prompts_dir = prompts_copy();
     let url = format!("{}/?api-version=2024-06-01", upstream.url);
-    let base = spawn_gateway(fast_config(&prompts_dir), &url).await;
-    assert_eq!(post_chat(&base).await.status(), 200);
+    let gateway = Gateway::options().url(&url).start().await;
+    assert_eq!(gateway.chat(false).await.status(), 200);
     let requests = upstream.requests();
     let request_line = requests[0].head.lines().next().expect("a request line");
     assert_eq!(
@@ -194,63 +165,33 @@ async fn the_upstream_urls_query_string_reaches_the_upstream() {
 
 #[tokio::test]
 async fn a_name_that_does_not_resolve_is_not_started_and_retried() {
-    let prompts_dir = prompts_copy();
     // `.invalid` never resolves (RFC 6761).
-    let base = spawn_gateway(fast_config(&prompts_dir), "http://ladle-test.invalid/v1").await;
-    let response = post_chat(&base).await;
-    assert_eq!(response.status(), 504);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    let retried = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("ladle_retries_total{reason=\"not_started\"} "))
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    assert!(retried >= 1.0, "{metrics}");
+    let gateway = Gateway::options()
+        .url("http://ladle-test.invalid/v1")
+        .start()
+        .await;
+    let response = gateway.chat(false).await;
+    assert_not_started_to_the_deadline(&gateway, response).await;
 }
 
 #[tokio::test]
 async fn an_event_of_endless_data_lines_fails_the_attempt_instead_of_growing_memory() {
     // Each line is short, but no blank line ever ends the event; the cap is 1 MiB.
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let mut line = b"data: ".to_vec();
     line.extend(std::iter::repeat_n(b'a', 64 << 10));
     line.push(b'\n');
-    app.upstream
+    app.upstream()
         .fallback(sse(vec![Step::Drip(line, Duration::from_millis(1))]));
     let response = app.chat(false).await;
     // A broken stream: retried once at once, then the request fails.
     assert_eq!(response.status(), 502);
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
-    assert_eq!(app.upstream.requests().len(), 2);
+    assert_eq!(app.upstream().requests().len(), 2);
     for index in 0..2 {
         assert!(
-            app.upstream.closed_at(index).await.is_some(),
+            app.upstream().closed_at(index).await.is_some(),
             "socket {index} left open"
         );
     }
-}
-
-pub async fn post_chat(base: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
-        .send()
-        .await
-        .expect("gateway answers")
-}
-
-pub async fn wait_until(done: impl Fn() -> bool) {
-    for _ in 0..200 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("the condition did not hold within a second");
 }

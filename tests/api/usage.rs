@@ -2,30 +2,19 @@
 //! assembles an answer itself, what it counts, and how it tells a caller's SDK
 //! whether to retry.
 
-use crate::helpers::*;
-use crate::mock_upstream::*;
-
-/// An answer whose last chunk reports usage, as `include_usage` asks.
-fn answer_with_usage(text: &str) -> Script {
-    sse(vec![
-        data(&content(text)),
-        data(&finish()),
-        data(
-            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}"#,
-        ),
-        data("[DONE]"),
-    ])
-}
+use crate::support::mock_upstream::*;
+use crate::support::scripts::answer_with_usage;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_whole_chat_answer_asks_for_usage_returns_it_and_counts_tokens() {
-    let app = spawn_app().await;
-    app.upstream.push([answer_with_usage("红烧肉")]);
+    let app = Gateway::start().await;
+    app.upstream().push([answer_with_usage("红烧肉")]);
     let body = json_of(app.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], "红烧肉");
     assert_eq!(body["usage"]["prompt_tokens"], 12);
     assert_eq!(body["usage"]["completion_tokens"], 34);
-    let sent = &app.upstream.requests()[0].body;
+    let sent = &app.upstream().requests()[0].body;
     assert_eq!(
         sent["stream_options"],
         serde_json::json!({"include_usage": true})
@@ -37,11 +26,11 @@ async fn a_whole_chat_answer_asks_for_usage_returns_it_and_counts_tokens() {
 
 #[tokio::test]
 async fn a_relayed_stream_is_sent_as_the_caller_wrote_it() {
-    let app = spawn_app().await;
-    app.upstream.push([sse_answer(&["a"])]);
+    let app = Gateway::start().await;
+    app.upstream().push([sse_answer(&["a"])]);
     assert_eq!(app.chat(true).await.status(), 200);
     assert!(
-        app.upstream.requests()[0]
+        app.upstream().requests()[0]
             .body
             .get("stream_options")
             .is_none()
@@ -50,8 +39,8 @@ async fn a_relayed_stream_is_sent_as_the_caller_wrote_it() {
 
 #[tokio::test]
 async fn a_task_asks_for_usage_and_reports_it_in_meta() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .push([answer_with_usage(r#"{"ideas": ["番茄炒蛋"]}"#)]);
     let response = app
         .post(
@@ -62,45 +51,36 @@ async fn a_task_asks_for_usage_and_reports_it_in_meta() {
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
     assert_eq!(body["meta"]["usage"]["total_tokens"], 46, "{body}");
-    let sent = &app.upstream.requests()[0].body;
+    let sent = &app.upstream().requests()[0].body;
     assert_eq!(sent["stream_options"]["include_usage"], true);
-}
-
-/// The `x-should-retry` header of a response.
-fn should_retry(response: &reqwest::Response) -> &str {
-    response
-        .headers()
-        .get("x-should-retry")
-        .and_then(|v| v.to_str().ok())
-        .expect("x-should-retry is set")
 }
 
 #[tokio::test]
 async fn after_ladles_own_retries_the_caller_is_told_not_to_retry() {
-    let app = spawn_app().await;
-    app.upstream
+    let app = Gateway::start().await;
+    app.upstream()
         .fallback(status(529, r#"{"error":{"message":"overloaded"}}"#));
     let response = app.chat(false).await;
     assert_eq!(response.status(), 503);
     assert_eq!(should_retry(&response), "false");
-    assert!(app.upstream.requests().len() > 1, "529 is busy: retried");
+    assert!(app.upstream().requests().len() > 1, "529 is busy: retried");
 }
 
 #[tokio::test]
 async fn a_lone_busy_attempt_with_no_time_to_retry_lets_the_caller_retry() {
     // 3000 ms deadline, 2990 ms to keep after a 20 ms back-off: no retry fits.
-    let app = spawn_app_with(|config| config.retry.min_remaining = millis(2990)).await;
-    app.upstream
+    let app = Gateway::with(|config| config.retry.min_remaining = millis(2990)).await;
+    app.upstream()
         .fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     let response = app.chat(false).await;
     assert_eq!(response.status(), 503);
     assert_eq!(should_retry(&response), "true");
-    assert_eq!(app.upstream.requests().len(), 1);
+    assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn errors_that_asking_again_cannot_fix_say_false_before_any_attempt() {
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let bad = app
         .post("/v1/chat/completions", &serde_json::json!({"messages": []}))
         .await;
@@ -109,7 +89,7 @@ async fn errors_that_asking_again_cannot_fix_say_false_before_any_attempt() {
     let unknown = app.post("/v1/tasks/nope", &serde_json::json!({})).await;
     assert_eq!(unknown.status(), 404);
     assert_eq!(should_retry(&unknown), "false");
-    app.upstream
+    app.upstream()
         .fallback(status(401, r#"{"error":{"message":"bad key"}}"#));
     let rejected = app.chat(true).await;
     assert_eq!(rejected.status(), 502);
@@ -120,12 +100,12 @@ async fn errors_that_asking_again_cannot_fix_say_false_before_any_attempt() {
 
 #[tokio::test]
 async fn a_full_queue_lets_the_caller_retry() {
-    let app = spawn_app_with(|config| config.max_inflight = 1).await;
-    app.upstream
+    let app = Gateway::with(|config| config.max_inflight = 1).await;
+    app.upstream()
         .push([sse(vec![Step::Pause(millis(800)), data(&content("x"))])]);
     let first = app.chat(false);
     let second = async {
-        tokio::time::sleep(millis(50)).await;
+        requests_arrive(app.upstream(), 1).await;
         app.chat(false).await
     };
     let (_, second) = tokio::join!(first, second);

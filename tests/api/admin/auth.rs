@@ -1,11 +1,14 @@
 //! Who may use the admin API: no token, a wrong one, the right one, none configured.
 
-use super::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::*;
 
 #[tokio::test]
 async fn admin_routes_without_a_token_answer_401_unauthorized() {
     // Arrange
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     // Act
     let list = app.get("/admin/prompts").await;
     let bad_name = app.get("/admin/prompts/..%2Fx").await;
@@ -30,13 +33,13 @@ async fn admin_routes_without_a_token_answer_401_unauthorized() {
 
 #[tokio::test]
 async fn a_wrong_admin_token_answers_401_and_the_right_one_is_let_in() {
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let wrong = [
-        format!("Bearer {}", &TOKEN[..TOKEN.len() - 1]),
-        format!("Bearer {TOKEN}x"),
-        format!("Bearer {}3", &TOKEN[..TOKEN.len() - 1]),
-        format!("Basic {TOKEN}"),
-        TOKEN.to_owned(),
+        format!("Bearer {}", &ADMIN_TOKEN[..ADMIN_TOKEN.len() - 1]),
+        format!("Bearer {ADMIN_TOKEN}x"),
+        format!("Bearer {}3", &ADMIN_TOKEN[..ADMIN_TOKEN.len() - 1]),
+        format!("Basic {ADMIN_TOKEN}"),
+        ADMIN_TOKEN.to_owned(),
     ];
     for header in wrong {
         let response = app
@@ -53,14 +56,14 @@ async fn a_wrong_admin_token_answers_401_and_the_right_one_is_let_in() {
             "{header}"
         );
         assert!(
-            !error.to_string().contains(TOKEN),
+            !error.to_string().contains(ADMIN_TOKEN),
             "the token is never echoed"
         );
     }
     let right = app
         .client
         .get(format!("{}/admin/prompts", app.base))
-        .header("authorization", format!("bearer {TOKEN}"))
+        .header("authorization", format!("bearer {ADMIN_TOKEN}"))
         .send()
         .await
         .expect("gateway answers");
@@ -78,7 +81,7 @@ async fn a_wrong_admin_token_answers_401_and_the_right_one_is_let_in() {
 #[tokio::test]
 async fn with_no_admin_token_configured_the_admin_api_answers_404_but_the_page_is_served() {
     // Arrange: the fast config leaves LADLE_ADMIN_TOKEN unset.
-    let app = spawn_app().await;
+    let app = Gateway::start().await;
     let routes = [
         (Method::GET, "/admin/prompts"),
         (Method::GET, "/admin/prompts/recipe"),
@@ -91,7 +94,8 @@ async fn with_no_admin_token_configured_the_admin_api_answers_404_but_the_page_i
     ];
     for (method, path) in routes {
         // Act
-        let response = admin(&app, method.clone(), path)
+        let response = app
+            .admin(method.clone(), path)
             .body(small_prompt("禁用"))
             .send()
             .await

@@ -1,42 +1,23 @@
 //! History, rollback and delete.
 
-use super::*;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
 
-/// History entries' etags, in the order given.
-async fn history_etags(app: &TestApp, name: &str) -> Vec<String> {
-    let response = admin(app, Method::GET, &format!("/admin/prompts/{name}/history"))
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(response.status(), 200);
-    let history = json_of(response).await;
-    history
-        .as_array()
-        .expect("a list")
-        .iter()
-        .map(|v| {
-            assert!(
-                v["version"].is_string()
-                    && v["saved_at"].as_str().is_some_and(|t| t.ends_with('Z')),
-                "{v}"
-            );
-            v["etag"].as_str().expect("etag").to_owned()
-        })
-        .collect()
-}
+use crate::support::*;
 
 #[tokio::test]
 async fn history_lists_replaced_versions_newest_first() {
-    let app = admin_app().await;
-    let v1 = etag_of(&put(&app, "soup", &small_prompt("一"), None).await);
-    let v2 = etag_of(&put(&app, "soup", &small_prompt("二"), None).await);
-    let v3 = etag_of(&put(&app, "soup", &small_prompt("三"), None).await);
-    assert_eq!(history_etags(&app, "soup").await, [v2, v1]);
+    let app = Gateway::options().admin().start().await;
+    let v1 = etag_of(&app.put_prompt("soup", &small_prompt("一"), None).await);
+    let v2 = etag_of(&app.put_prompt("soup", &small_prompt("二"), None).await);
+    let v3 = etag_of(&app.put_prompt("soup", &small_prompt("三"), None).await);
+    assert_eq!(app.history_etags("soup").await, [v2, v1]);
     assert!(
-        !history_etags(&app, "soup").await.contains(&v3),
+        !app.history_etags("soup").await.contains(&v3),
         "the current one is not history"
     );
-    let unknown = admin(&app, Method::GET, "/admin/prompts/never-saved/history")
+    let unknown = app
+        .admin(Method::GET, "/admin/prompts/never-saved/history")
         .send()
         .await
         .expect("answer");
@@ -46,12 +27,12 @@ async fn history_lists_replaced_versions_newest_first() {
 #[tokio::test]
 async fn rollback_restores_an_old_version_and_the_replaced_one_joins_history() {
     // Arrange
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let old = small_prompt("旧版");
-    let v1 = etag_of(&put(&app, "soup", &old, None).await);
-    let v2 = etag_of(&put(&app, "soup", &small_prompt("新版"), None).await);
+    let v1 = etag_of(&app.put_prompt("soup", &old, None).await);
+    let v2 = etag_of(&app.put_prompt("soup", &small_prompt("新版"), None).await);
     let history = json_of(
-        admin(&app, Method::GET, "/admin/prompts/soup/history")
+        app.admin(Method::GET, "/admin/prompts/soup/history")
             .send()
             .await
             .expect("answer"),
@@ -59,7 +40,8 @@ async fn rollback_restores_an_old_version_and_the_replaced_one_joins_history() {
     .await;
     let version = history[0]["version"].as_str().expect("version").to_owned();
     // Act
-    let response = admin(&app, Method::POST, "/admin/prompts/soup/rollback")
+    let response = app
+        .admin(Method::POST, "/admin/prompts/soup/rollback")
         .json(&json!({"version": version}))
         .send()
         .await
@@ -67,7 +49,8 @@ async fn rollback_restores_an_old_version_and_the_replaced_one_joins_history() {
     // Assert
     assert_eq!(response.status(), 200);
     assert_eq!(etag_of(&response), v1);
-    let read = admin(&app, Method::GET, "/admin/prompts/soup")
+    let read = app
+        .admin(Method::GET, "/admin/prompts/soup")
         .send()
         .await
         .expect("answer");
@@ -76,9 +59,10 @@ async fn rollback_restores_an_old_version_and_the_replaced_one_joins_history() {
         std::fs::read_to_string(app.prompts_dir.join("soup.toml")).expect("file"),
         old
     );
-    assert_eq!(history_etags(&app, "soup").await.first(), Some(&v2));
+    assert_eq!(app.history_etags("soup").await.first(), Some(&v2));
     for bad in ["0000000000000-0000000000000000", "../../../etc/passwd", ""] {
-        let response = admin(&app, Method::POST, "/admin/prompts/soup/rollback")
+        let response = app
+            .admin(Method::POST, "/admin/prompts/soup/rollback")
             .json(&json!({"version": bad}))
             .send()
             .await
@@ -94,16 +78,18 @@ async fn rollback_restores_an_old_version_and_the_replaced_one_joins_history() {
 
 #[tokio::test]
 async fn deleting_a_prompt_answers_204_and_keeps_it_in_history() {
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let text = small_prompt("要删的");
-    let etag = etag_of(&put(&app, "soup", &text, None).await);
-    let response = admin(&app, Method::DELETE, "/admin/prompts/soup")
+    let etag = etag_of(&app.put_prompt("soup", &text, None).await);
+    let response = app
+        .admin(Method::DELETE, "/admin/prompts/soup")
         .send()
         .await
         .expect("answer");
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
     assert!(!app.prompts_dir.join("soup.toml").exists());
-    let read = admin(&app, Method::GET, "/admin/prompts/soup")
+    let read = app
+        .admin(Method::GET, "/admin/prompts/soup")
         .send()
         .await
         .expect("answer");
@@ -114,20 +100,22 @@ async fn deleting_a_prompt_answers_204_and_keeps_it_in_history() {
             .status(),
         404
     );
-    assert_eq!(history_etags(&app, "soup").await, [etag.as_str()]);
-    let again = admin(&app, Method::DELETE, "/admin/prompts/soup")
+    assert_eq!(app.history_etags("soup").await, [etag.as_str()]);
+    let again = app
+        .admin(Method::DELETE, "/admin/prompts/soup")
         .send()
         .await
         .expect("answer");
     assert_eq!(again.status(), 404);
     let history = json_of(
-        admin(&app, Method::GET, "/admin/prompts/soup/history")
+        app.admin(Method::GET, "/admin/prompts/soup/history")
             .send()
             .await
             .expect("answer"),
     )
     .await;
-    let restored = admin(&app, Method::POST, "/admin/prompts/soup/rollback")
+    let restored = app
+        .admin(Method::POST, "/admin/prompts/soup/rollback")
         .json(&json!({"version": history[0]["version"]}))
         .send()
         .await

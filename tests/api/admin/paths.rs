@@ -1,7 +1,12 @@
 //! Names and symlinks that could make the admin API read or write outside
 //! `LADLE_PROMPTS_DIR`.
 
-use super::*;
+use std::path::Path;
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::*;
 
 #[tokio::test]
 async fn names_that_could_escape_the_prompts_folder_are_refused_and_nothing_is_written_outside() {
@@ -10,7 +15,7 @@ async fn names_that_could_escape_the_prompts_folder_are_refused_and_nothing_is_w
     let root = temp_dir("escape");
     let dir = root.join("prompts");
     std::fs::rename(prompts_copy(), &dir).expect("move a prompts copy into place");
-    let app = admin_app_in(&dir).await;
+    let app = Gateway::options().admin().prompts_dir(&dir).start().await;
     let body = small_prompt("逃逸");
     let unique = format!("escape-{}", std::process::id());
     let long = "a".repeat(65);
@@ -32,7 +37,9 @@ async fn names_that_could_escape_the_prompts_folder_are_refused_and_nothing_is_w
     ];
     for name in &refused {
         // Act
-        let (status, answer) = raw(&app, "PUT", &format!("/admin/prompts/{name}"), &body).await;
+        let (status, answer) = app
+            .raw("PUT", &format!("/admin/prompts/{name}"), &body)
+            .await;
         // Assert
         assert_eq!(status, 400, "PUT {name}: {answer}");
         assert!(
@@ -46,25 +53,17 @@ async fn names_that_could_escape_the_prompts_folder_are_refused_and_nothing_is_w
         "/admin/prompts/../../escape",
         "/admin/../escape",
     ] {
-        let (status, answer) = raw(&app, "PUT", path, &body).await;
+        let (status, answer) = app.raw("PUT", path, &body).await;
         assert_eq!(status, 404, "PUT {path}: {answer}");
     }
-    let (status, _) = raw(
-        &app,
-        "POST",
-        "/admin/prompts/../rollback",
-        "{\"version\":\"x\"}",
-    )
-    .await;
+    let (status, _) = app
+        .raw("POST", "/admin/prompts/../rollback", "{\"version\":\"x\"}")
+        .await;
     assert_eq!(status, 400);
     // The longest valid name works, so the limit is exactly 64.
-    let (status, _) = raw(
-        &app,
-        "PUT",
-        &format!("/admin/prompts/{}", "a".repeat(64)),
-        &body,
-    )
-    .await;
+    let (status, _) = app
+        .raw("PUT", &format!("/admin/prompts/{}", "a".repeat(64)), &body)
+        .await;
     assert_eq!(status, 201);
     assert_eq!(names_in(&root), ["prompts"]);
     assert!(!std::env::temp_dir().join(format!("{unique}.toml")).exists());
@@ -79,7 +78,7 @@ async fn names_that_could_escape_the_prompts_folder_are_refused_and_nothing_is_w
 
 #[tokio::test]
 async fn reading_through_an_escaping_name_is_refused_and_serves_nothing_outside() {
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let attempts = [
         ("GET", "/admin/prompts/%2Fetc%2Fpasswd"),
         ("GET", "/admin/prompts/..%2F..%2F..%2Fetc%2Fpasswd"),
@@ -89,7 +88,7 @@ async fn reading_through_an_escaping_name_is_refused_and_serves_nothing_outside(
         ("POST", "/admin/prompts/..%2Frecipe/render"),
     ];
     for (method, path) in attempts {
-        let (status, answer) = raw(&app, method, path, "{}").await;
+        let (status, answer) = app.raw(method, path, "{}").await;
         assert_eq!(status, 400, "{method} {path}: {answer}");
         assert!(
             !answer.contains("root:"),
@@ -114,10 +113,10 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
     std::fs::write(&target, &secret).expect("write the outside file");
     std::os::unix::fs::symlink(&target, dir.join("evil.toml")).expect("plant evil.toml");
     std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd.toml")).expect("plant passwd.toml");
-    let app = admin_app_in(&dir).await;
+    let app = Gateway::options().admin().prompts_dir(&dir).start().await;
     // Act and assert: not listed, not served, not rendered, not run, not deleted.
     let list = json_of(
-        admin(&app, Method::GET, "/admin/prompts")
+        app.admin(Method::GET, "/admin/prompts")
             .send()
             .await
             .expect("answer"),
@@ -128,12 +127,14 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
         "{list}"
     );
     for name in ["evil", "passwd"] {
-        let read = admin(&app, Method::GET, &format!("/admin/prompts/{name}"))
+        let read = app
+            .admin(Method::GET, &format!("/admin/prompts/{name}"))
             .send()
             .await
             .expect("answer");
         assert_eq!(read.status(), 404, "GET {name}");
-        let render = admin(&app, Method::POST, &format!("/admin/prompts/{name}/render"))
+        let render = app
+            .admin(Method::POST, &format!("/admin/prompts/{name}/render"))
             .json(&json!({"variables": {"dish": "鸭"}}))
             .send()
             .await
@@ -146,7 +147,8 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
             404
         );
     }
-    let delete = admin(&app, Method::DELETE, "/admin/prompts/passwd")
+    let delete = app
+        .admin(Method::DELETE, "/admin/prompts/passwd")
         .send()
         .await
         .expect("answer");
@@ -159,7 +161,7 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
     );
     // A save over the link replaces the link, not its target.
     let text = small_prompt("里面的新版");
-    let saved = put(&app, "evil", &text, None).await;
+    let saved = app.put_prompt("evil", &text, None).await;
     assert_eq!(saved.status(), 201);
     assert_eq!(std::fs::read_to_string(&target).expect("target"), secret);
     let meta = std::fs::symlink_metadata(dir.join("evil.toml")).expect("evil.toml");
@@ -173,7 +175,7 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
     );
     // The outside text was not copied into history either.
     let history = json_of(
-        admin(&app, Method::GET, "/admin/prompts/evil/history")
+        app.admin(Method::GET, "/admin/prompts/evil/history")
             .send()
             .await
             .expect("answer"),
@@ -188,8 +190,8 @@ async fn a_history_folder_planted_as_a_symlink_is_never_written_through() {
     let dir = prompts_copy();
     let outside = temp_dir("history-outside");
     std::os::unix::fs::symlink(&outside, dir.join(".history")).expect("plant .history");
-    let app = admin_app_in(&dir).await;
-    let response = put(&app, "recipe", &small_prompt("替换"), None).await;
+    let app = Gateway::options().admin().prompts_dir(&dir).start().await;
+    let response = app.put_prompt("recipe", &small_prompt("替换"), None).await;
     let (status, error) = error_of(response).await;
     assert_eq!(
         (status, error["code"].as_str()),
@@ -217,10 +219,10 @@ async fn a_symlink_planted_at_the_temporary_file_name_is_not_written_through() {
     std::fs::write(&target, "原来的内容").expect("write the outside file");
     let temp_name = format!(".recipe.toml.{}.tmp", std::process::id());
     std::os::unix::fs::symlink(&target, dir.join(&temp_name)).expect("plant the link");
-    let app = admin_app_in(&dir).await;
+    let app = Gateway::options().admin().prompts_dir(&dir).start().await;
     let text = small_prompt("换了");
     // Act
-    let response = put(&app, "recipe", &text, None).await;
+    let response = app.put_prompt("recipe", &text, None).await;
     // Assert
     assert_eq!(response.status(), 200);
     assert_eq!(

@@ -1,11 +1,15 @@
 //! Rendering saved and unsaved prompts, with no upstream call.
 
-use super::*;
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::*;
 
 #[tokio::test]
 async fn rendering_a_saved_prompt_fills_in_variables_and_defaults_without_calling_upstream() {
-    let app = admin_app().await;
-    let response = admin(&app, Method::POST, "/admin/prompts/recipe/render")
+    let app = Gateway::options().admin().start().await;
+    let response = app
+        .admin(Method::POST, "/admin/prompts/recipe/render")
         .json(&json!({"variables": {"dish": "香酥鸭"}}))
         .send()
         .await
@@ -22,7 +26,8 @@ async fn rendering_a_saved_prompt_fills_in_variables_and_defaults_without_callin
         body["params"],
         json!({"temperature": 0.7, "max_tokens": 2400})
     );
-    let missing = admin(&app, Method::POST, "/admin/prompts/recipe/render")
+    let missing = app
+        .admin(Method::POST, "/admin/prompts/recipe/render")
         .json(&json!({"variables": {}}))
         .send()
         .await
@@ -32,14 +37,15 @@ async fn rendering_a_saved_prompt_fills_in_variables_and_defaults_without_callin
         (status, error["code"].as_str()),
         (422, Some("invalid_variables"))
     );
-    assert!(app.upstream.requests().is_empty(), "no upstream call");
+    assert!(app.upstream().requests().is_empty(), "no upstream call");
 }
 
 #[tokio::test]
 async fn rendering_unsaved_text_previews_it_and_reports_broken_text_as_invalid_prompt() {
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let text = small_prompt("预览");
-    let ok = admin(&app, Method::POST, "/admin/render")
+    let ok = app
+        .admin(Method::POST, "/admin/render")
         .json(&json!({"template": text, "variables": {"dish": "麻婆豆腐"}}))
         .send()
         .await
@@ -51,7 +57,8 @@ async fn rendering_unsaved_text_previews_it_and_reports_broken_text_as_invalid_p
         json!([{"role": "user", "content": "预览：麻婆豆腐"}])
     );
     assert_eq!(body["params"], json!({}));
-    let broken = admin(&app, Method::POST, "/admin/render")
+    let broken = app
+        .admin(Method::POST, "/admin/render")
         .json(&json!({"template": "output = \"text\"\n[messages\nuser = \"x\"", "variables": {}}))
         .send()
         .await
@@ -62,7 +69,8 @@ async fn rendering_unsaved_text_previews_it_and_reports_broken_text_as_invalid_p
         (422, Some("invalid_prompt"))
     );
     assert_eq!(error["line"].as_u64(), Some(2));
-    let no_dish = admin(&app, Method::POST, "/admin/render")
+    let no_dish = app
+        .admin(Method::POST, "/admin/render")
         .json(&json!({"template": text, "variables": {}}))
         .send()
         .await
@@ -77,5 +85,5 @@ async fn rendering_unsaved_text_previews_it_and_reports_broken_text_as_invalid_p
         ["fridge.toml", "recipe.toml"],
         "nothing was saved"
     );
-    assert!(app.upstream.requests().is_empty(), "no upstream call");
+    assert!(app.upstream().requests().is_empty(), "no upstream call");
 }

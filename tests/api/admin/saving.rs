@@ -1,13 +1,17 @@
 //! Reading and saving prompts: list, get, create, replace, `If-Match`, validation
 //! positions, and that a save is what the next task call sends upstream.
 
-use super::*;
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::mock_upstream::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn the_prompt_list_has_name_description_output_etag_and_updated_at() {
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let list = json_of(
-        admin(&app, Method::GET, "/admin/prompts")
+        app.admin(Method::GET, "/admin/prompts")
             .send()
             .await
             .expect("answer"),
@@ -20,7 +24,8 @@ async fn the_prompt_list_has_name_description_output_etag_and_updated_at() {
         .find(|p| p["name"] == "recipe")
         .expect("recipe is listed")
         .clone();
-    let read = admin(&app, Method::GET, "/admin/prompts/recipe")
+    let read = app
+        .admin(Method::GET, "/admin/prompts/recipe")
         .send()
         .await
         .expect("answer");
@@ -48,8 +53,9 @@ async fn the_prompt_list_has_name_description_output_etag_and_updated_at() {
 
 #[tokio::test]
 async fn getting_a_prompt_returns_its_file_text_as_toml_with_its_etag() {
-    let app = admin_app().await;
-    let response = admin(&app, Method::GET, "/admin/prompts/recipe")
+    let app = Gateway::options().admin().start().await;
+    let response = app
+        .admin(Method::GET, "/admin/prompts/recipe")
         .send()
         .await
         .expect("answer");
@@ -61,7 +67,8 @@ async fn getting_a_prompt_returns_its_file_text_as_toml_with_its_etag() {
         "a quoted entity tag: {etag}"
     );
     assert_eq!(response.text().await.expect("text"), shipped_recipe());
-    let missing = admin(&app, Method::GET, "/admin/prompts/nothing-here")
+    let missing = app
+        .admin(Method::GET, "/admin/prompts/nothing-here")
         .send()
         .await
         .expect("answer");
@@ -72,17 +79,18 @@ async fn getting_a_prompt_returns_its_file_text_as_toml_with_its_etag() {
 #[tokio::test]
 async fn putting_a_new_prompt_creates_it_with_201_and_an_etag_and_it_is_live() {
     // Arrange
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let text = small_prompt("新提示");
     // Act
-    let response = put(&app, "dumplings", &text, None).await;
+    let response = app.put_prompt("dumplings", &text, None).await;
     // Assert
     assert_eq!(response.status(), 201);
     let etag = etag_of(&response);
     let on_disk =
         std::fs::read_to_string(app.prompts_dir.join("dumplings.toml")).expect("saved file");
     assert_eq!(on_disk, text);
-    let read = admin(&app, Method::GET, "/admin/prompts/dumplings")
+    let read = app
+        .admin(Method::GET, "/admin/prompts/dumplings")
         .send()
         .await
         .expect("answer");
@@ -100,13 +108,16 @@ async fn putting_a_new_prompt_creates_it_with_201_and_an_etag_and_it_is_live() {
 
 #[tokio::test]
 async fn replacing_with_a_matching_if_match_answers_200_with_a_new_etag() {
-    let app = admin_app().await;
-    let first = etag_of(&put(&app, "soup", &small_prompt("第一版"), None).await);
-    let response = put(&app, "soup", &small_prompt("第二版"), Some(&first)).await;
+    let app = Gateway::options().admin().start().await;
+    let first = etag_of(&app.put_prompt("soup", &small_prompt("第一版"), None).await);
+    let response = app
+        .put_prompt("soup", &small_prompt("第二版"), Some(&first))
+        .await;
     assert_eq!(response.status(), 200);
     let second = etag_of(&response);
     assert_ne!(second, first);
-    let read = admin(&app, Method::GET, "/admin/prompts/soup")
+    let read = app
+        .admin(Method::GET, "/admin/prompts/soup")
         .send()
         .await
         .expect("answer");
@@ -117,12 +128,18 @@ async fn replacing_with_a_matching_if_match_answers_200_with_a_new_etag() {
 #[tokio::test]
 async fn a_stale_if_match_is_refused_with_412_and_the_prompt_is_unchanged() {
     // Arrange: two editors read version 1; the first saves version 2.
-    let app = admin_app().await;
-    let first = etag_of(&put(&app, "soup", &small_prompt("第一版"), None).await);
-    let second = etag_of(&put(&app, "soup", &small_prompt("第二版"), Some(&first)).await);
+    let app = Gateway::options().admin().start().await;
+    let first = etag_of(&app.put_prompt("soup", &small_prompt("第一版"), None).await);
+    let second = etag_of(
+        &app.put_prompt("soup", &small_prompt("第二版"), Some(&first))
+            .await,
+    );
     // Act: the second editor saves, then deletes, against version 1.
-    let stale_put = put(&app, "soup", &small_prompt("过期"), Some(&first)).await;
-    let stale_delete = admin(&app, Method::DELETE, "/admin/prompts/soup")
+    let stale_put = app
+        .put_prompt("soup", &small_prompt("过期"), Some(&first))
+        .await;
+    let stale_delete = app
+        .admin(Method::DELETE, "/admin/prompts/soup")
         .header("if-match", &first)
         .send()
         .await
@@ -135,7 +152,8 @@ async fn a_stale_if_match_is_refused_with_412_and_the_prompt_is_unchanged() {
             (412, Some("etag_mismatch"))
         );
     }
-    let read = admin(&app, Method::GET, "/admin/prompts/soup")
+    let read = app
+        .admin(Method::GET, "/admin/prompts/soup")
         .send()
         .await
         .expect("answer");
@@ -148,7 +166,7 @@ async fn a_stale_if_match_is_refused_with_412_and_the_prompt_is_unchanged() {
 async fn invalid_toml_is_refused_with_422_at_the_real_line_and_column() {
     // Arrange: garbage after a value, behind Chinese text on the same line, so a
     // byte count would give a different column than a character count.
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let text = shipped_recipe().replace("max_tokens = 2400", "max_tokens = \"二千四百\" 多");
     let (line, column) = text
         .lines()
@@ -156,7 +174,7 @@ async fn invalid_toml_is_refused_with_422_at_the_real_line_and_column() {
         .find_map(|(i, l)| l.find('多').map(|at| (i + 1, l[..at].chars().count() + 1)))
         .expect("the broken line");
     // Act
-    let response = put(&app, "recipe", &text, None).await;
+    let response = app.put_prompt("recipe", &text, None).await;
     // Assert
     let (status, error) = error_of(response).await;
     assert_eq!(
@@ -173,14 +191,14 @@ async fn invalid_toml_is_refused_with_422_at_the_real_line_and_column() {
 
 #[tokio::test]
 async fn an_undefined_template_variable_is_refused_with_422_invalid_prompt_on_its_line() {
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let text = shipped_recipe().replace("{{ servings }}", "{{ serves }}");
     let line = text
         .lines()
         .position(|l| l.contains("{{ serves }}"))
         .expect("the line")
         + 1;
-    let response = put(&app, "recipe", &text, None).await;
+    let response = app.put_prompt("recipe", &text, None).await;
     let (status, error) = error_of(response).await;
     assert_eq!(
         (status, error["code"].as_str()),
@@ -201,18 +219,18 @@ async fn an_undefined_template_variable_is_refused_with_422_invalid_prompt_on_it
 #[tokio::test]
 async fn a_saved_prompt_is_what_the_next_task_call_sends_upstream() {
     // Arrange: change the recipe prompt's user message.
-    let app = admin_app().await;
+    let app = Gateway::options().admin().start().await;
     let text = shipped_recipe().replace(
         "请为「{{ dish }}」写一份",
         "【管理员改过】请为「{{ dish }}」认真写一份",
     );
     assert_ne!(text, shipped_recipe());
-    let saved = put(&app, "recipe", &text, None).await;
+    let saved = app.put_prompt("recipe", &text, None).await;
     assert_eq!(saved.status(), 200);
     let recipe =
         json!({"title": "香酥鸭", "ingredients": ["鸭子 1只"], "steps": ["腌制", "炸至金黄"]})
             .to_string();
-    app.upstream.push([sse_answer(&[&recipe])]);
+    app.upstream().push([sse_answer(&[&recipe])]);
     // Act
     let response = app
         .post("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
@@ -220,7 +238,7 @@ async fn a_saved_prompt_is_what_the_next_task_call_sends_upstream() {
     // Assert
     assert_eq!(response.status(), 200);
     assert_eq!(json_of(response).await["output"]["title"], "香酥鸭");
-    let sent = &app.upstream.requests()[0].body;
+    let sent = &app.upstream().requests()[0].body;
     let user = sent["messages"][1]["content"]
         .as_str()
         .expect("user message");

@@ -1,7 +1,13 @@
 //! The retry budget is the fleet's: what one replica spent, the other cannot.
 
-use super::*;
+use std::time::Duration;
+
 use ladle::budget::BudgetSettings;
+use ladle::config::Config;
+
+use crate::support::mock_upstream::*;
+use crate::support::redis::RedisServer;
+use crate::support::*;
 
 #[tokio::test]
 async fn the_fleet_shares_one_retry_budget_per_upstream_during_an_outage() {
@@ -20,16 +26,36 @@ async fn the_fleet_shares_one_retry_budget_per_upstream_during_an_outage() {
             window: Duration::from_secs(4),
         };
     };
-    let a = Replica::start(&redis, &upstream, &[], tight).await;
-    let b = Replica::start(&redis, &upstream, &[], tight).await;
+    let a = Gateway::replica(&redis, &upstream)
+        .adjust(tight)
+        .start()
+        .await;
+    let b = Gateway::replica(&redis, &upstream)
+        .adjust(tight)
+        .start()
+        .await;
     for _ in 0..8 {
-        assert_eq!(a.chat(None).await.status(), 503);
+        assert_eq!(a.chat(false).await.status(), 503);
     }
     assert_eq!(upstream.requests().len(), 8 + 4, "A spent the floor");
-    // Two sharing rounds (250 ms each) later, B knows.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // B knows once a sharing round of A's has put A's counts in Redis and a
+    // round of B's has read them since. Each replica runs one EVAL a round
+    // (every 250 ms) and nothing else here runs EVAL: three more, and at least
+    // one of them was B's.
+    let limit = Duration::from_secs(2);
+    eventually(
+        limit,
+        "A's 8 first attempts and 4 retries in Redis",
+        async || redis.shared_budget("default").await == (8, 4),
+    )
+    .await;
+    let rounds = redis.calls("EVAL").await;
+    eventually(limit, "a sharing round of B's", async || {
+        redis.calls("EVAL").await >= rounds + 3
+    })
+    .await;
     for _ in 0..8 {
-        assert_eq!(b.chat(None).await.status(), 503);
+        assert_eq!(b.chat(false).await.status(), 503);
     }
     assert_eq!(
         upstream.requests().len(),

@@ -1,21 +1,28 @@
 //! Idempotency keys across replicas: a kept result, a run in progress, and a
 //! claim whose replica died.
 
-use super::*;
-use crate::process::Gateway;
-use crate::redis_server::REDIS_PASSWORD;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
+use crate::support::redis::{REDIS_PASSWORD, RedisServer};
+use crate::support::scripts::paced_answer;
+use crate::support::*;
 
 #[tokio::test]
 async fn a_key_used_on_one_replica_is_replayed_by_the_other_without_an_upstream_call() {
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
     upstream.push([sse_answer(&["红烧", "肉"])]);
-    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let first = a.chat(Some("order-1")).await;
+    let a = Gateway::replica(&redis, &upstream).start().await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
+    let first = a.chat_keyed("order-1").await;
     assert!(!replayed(&first));
     let first = json_of(first).await;
-    let again = b.chat(Some("order-1")).await;
+    let again = b.chat_keyed("order-1").await;
     assert!(replayed(&again));
     assert_eq!(json_of(again).await, first, "A's body, unchanged");
     assert_eq!(upstream.requests().len(), 1);
@@ -26,13 +33,13 @@ async fn a_key_used_on_one_replica_is_replayed_by_the_other_without_an_upstream_
     );
     // Another request under the key is refused on either replica.
     let other = b
-        .client
-        .post(format!("{}/v1/chat/completions", b.base))
-        .header("idempotency-key", "order-1")
-        .json(&json!({"messages": [{"role": "user", "content": "别的菜"}]}))
-        .send()
-        .await
-        .expect("B answers");
+        .post_keyed(
+            "/v1/chat/completions",
+            "order-1",
+            &json!({"messages": [{"role": "user", "content": "别的菜"}]}),
+            false,
+        )
+        .await;
     assert_eq!(other.status(), 422);
 }
 
@@ -42,19 +49,11 @@ async fn a_run_in_progress_on_one_replica_is_waited_for_by_the_other() {
     let upstream = MockUpstream::start().await;
     // The run outlasts the claim's lease (600 ms): A must keep renewing it.
     upstream.push([paced_answer(&["慢", "炖", "好"], 250)]);
-    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let running = tokio::spawn({
-        let a = Replica {
-            client: reqwest::Client::new(),
-            ..a
-        };
-        async move { json_of(a.chat(Some("stew")).await).await }
-    });
-    while upstream.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let waited = b.chat(Some("stew")).await;
+    let a = Gateway::replica(&redis, &upstream).start().await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
+    let running = tokio::spawn(async move { json_of(a.chat_keyed("stew").await).await });
+    requests_arrive(&upstream, 1).await;
+    let waited = b.chat_keyed("stew").await;
     assert!(replayed(&waited));
     let waited = json_of(waited).await;
     let ran = running.await.expect("A's request");
@@ -82,25 +81,19 @@ async fn a_claim_held_by_a_killed_replica_expires_with_its_lease() {
         ("LADLE_IDLE_TIMEOUT_MS", "10000"),
         ("LADLE_DEADLINE_MS", "20000"),
     ];
-    let mut a = Gateway::start(&upstream.url, &env).await;
-    let a_base = a.base.clone();
+    let mut a = LadleProcess::start(&upstream.url, &env).await;
+    // The request dies with A: its error is no answer to wait for.
+    let on_a = a.chat_request(false).header("idempotency-key", "crashed");
     tokio::spawn(async move {
-        let _ = reqwest::Client::new()
-            .post(format!("{a_base}/v1/chat/completions"))
-            .header("idempotency-key", "crashed")
-            .json(&json!({"messages": [{"role": "user", "content": "今天吃什么"}]}))
-            .send()
-            .await;
+        let _ = on_a.send().await;
     });
-    while upstream.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    requests_arrive(&upstream, 1).await;
     a.kill();
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
     // The repeat waits for the dead run until its lease runs out, then hears it
     // was dropped; the next repeat runs anew.
     let started = Instant::now();
-    let waited = b.chat(Some("crashed")).await;
+    let waited = b.chat_keyed("crashed").await;
     assert!(replayed(&waited));
     assert_eq!(waited.status(), 502);
     assert!(
@@ -108,7 +101,7 @@ async fn a_claim_held_by_a_killed_replica_expires_with_its_lease() {
         "{:?}",
         started.elapsed()
     );
-    let rerun = b.chat(Some("crashed")).await;
+    let rerun = b.chat_keyed("crashed").await;
     assert!(!replayed(&rerun));
     assert_eq!(
         json_of(rerun).await["choices"][0]["message"]["content"],
@@ -125,13 +118,11 @@ async fn a_run_whose_client_left_goes_on_for_a_repeat_waiting_on_another_replica
     let redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
     upstream.push([paced_answer(&["接着", "做"], 150)]);
-    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let leaving = tokio::spawn(async move { a.chat(Some("left")).await });
-    while upstream.requests().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let waiting = tokio::spawn(async move { b.chat(Some("left")).await });
+    let a = Gateway::replica(&redis, &upstream).start().await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
+    let leaving = tokio::spawn(async move { a.chat_keyed("left").await });
+    requests_arrive(&upstream, 1).await;
+    let waiting = tokio::spawn(async move { b.chat_keyed("left").await });
     // Once B's repeat is seen waiting, A's client goes away.
     redis.wait_for_key("ladle:idem-watched:left").await;
     leaving.abort();
@@ -152,9 +143,9 @@ async fn a_result_over_the_size_bound_is_answered_but_not_kept() {
     let piece = "汤".repeat(333) + "x";
     let pieces: Vec<&str> = std::iter::repeat_n(piece.as_str(), 1_100).collect();
     upstream.push([sse_answer(&pieces), sse_answer(&["小份"])]);
-    let a = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let b = Replica::start(&redis, &upstream, &[], |_| {}).await;
-    let big = a.chat(Some("big")).await;
+    let a = Gateway::replica(&redis, &upstream).start().await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
+    let big = a.chat_keyed("big").await;
     assert_eq!(big.status(), 200);
     let big = json_of(big).await;
     assert_eq!(
@@ -163,24 +154,11 @@ async fn a_result_over_the_size_bound_is_answered_but_not_kept() {
             .map(str::len),
         Some(1_100_000)
     );
-    let again = b.chat(Some("big")).await;
+    let again = b.chat_keyed("big").await;
     assert!(!replayed(&again), "not kept: the repeat runs anew");
     assert_eq!(
         json_of(again).await["choices"][0]["message"]["content"],
         "小份"
     );
     assert_eq!(upstream.requests().len(), 2);
-}
-
-/// An answer whose role and each piece come `pause_ms` apart (every gap within
-/// the idle timeout), then the finish.
-fn paced_answer(pieces: &[&str], pause_ms: u64) -> Script {
-    let pause = || Step::Pause(Duration::from_millis(pause_ms));
-    let mut steps = vec![data(&role())];
-    for piece in pieces {
-        steps.push(pause());
-        steps.push(data(&content(piece)));
-    }
-    steps.extend([pause(), data(&finish()), data("[DONE]")]);
-    sse(steps)
 }

@@ -1,11 +1,17 @@
 //! Redis going away, at start and under load, and coming back.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::*;
-use crate::process::Gateway;
-use crate::redis_server::{REDIS_PASSWORD, free_port};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
+use crate::support::redis::{REDIS_PASSWORD, RedisServer};
+use crate::support::*;
 
 #[tokio::test]
 async fn an_unreachable_redis_at_start_stops_nothing_but_admin_writes() {
@@ -14,49 +20,24 @@ async fn an_unreachable_redis_at_start_stops_nothing_but_admin_writes() {
     let url = format!("redis://:{REDIS_PASSWORD}@127.0.0.1:{}", free_port());
     let env = [
         ("LADLE_REDIS_URL", url.as_str()),
-        ("LADLE_ADMIN_TOKEN", TOKEN),
+        ("LADLE_ADMIN_TOKEN", ADMIN_TOKEN),
     ];
-    let mut gateway = Gateway::start(&upstream.url, &env).await;
-    let client = reqwest::Client::new();
+    let mut gateway = LadleProcess::start(&upstream.url, &env).await;
     // Chat, with and without a key, and tasks from the folder's prompts.
-    for key in [None, Some("k-1")] {
-        let mut request = client
-            .post(format!("{}/v1/chat/completions", gateway.base))
-            .json(&json!({"messages": [{"role": "user", "content": "hi"}]}));
-        if let Some(key) = key {
-            request = request.header("idempotency-key", key);
-        }
-        assert_eq!(request.send().await.expect("answer").status(), 200);
-    }
-    let ready = client
-        .get(format!("{}/readyz", gateway.base))
-        .send()
-        .await
-        .expect("answer");
+    assert_eq!(gateway.chat(false).await.status(), 200);
+    assert_eq!(gateway.chat_keyed("k-1").await.status(), 200);
+    let ready = gateway.get("/readyz").await;
     assert_eq!(ready.status(), 200, "readiness depends on the prompts only");
     let ready = json_of(ready).await;
     assert_eq!(ready["redis"], "unreachable");
     assert_eq!(ready["prompts"], 2);
-    let write = client
-        .put(format!("{}/admin/prompts/soup", gateway.base))
-        .bearer_auth(TOKEN)
-        .body(small_prompt("汤"))
-        .send()
-        .await
-        .expect("answer");
+    let write = gateway.put_prompt("soup", &small_prompt("汤"), None).await;
     assert_eq!(write.status(), 503);
     assert!(write.headers().contains_key("retry-after"));
     let error = json_of(write).await["error"].clone();
     assert_eq!(error["code"], "store_unavailable");
     assert_eq!(error["retryable"], true);
-    let metrics = client
-        .get(format!("{}/metrics", gateway.base))
-        .send()
-        .await
-        .expect("answer")
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = gateway.metrics().await;
     assert!(metrics.contains("ladle_redis_up 0"), "{metrics}");
     assert!(
         metrics.contains("ladle_redis_errors_total{op="),
@@ -74,9 +55,10 @@ async fn redis_stopped_under_load_fails_no_request_and_sharing_resumes_when_it_r
     let mut redis = RedisServer::start().await;
     let upstream = MockUpstream::start().await;
     upstream.fallback(sse_answer(&["稳"]));
-    let a = Arc::new(Replica::start(&redis, &upstream, &[], |_| {}).await);
-    let b = Arc::new(Replica::start(&redis, &upstream, &[], |_| {}).await);
-    a.sees("recipe", b.etag("recipe").await.as_deref()).await;
+    let a = Arc::new(Gateway::replica(&redis, &upstream).start().await);
+    let b = Arc::new(Gateway::replica(&redis, &upstream).start().await);
+    a.sees("recipe", b.prompt_etag("recipe").await.as_deref())
+        .await;
     // Load on both replicas, half of it keyed, until told to stop.
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..4)
@@ -87,44 +69,45 @@ async fn redis_stopped_under_load_fails_no_request_and_sharing_resumes_when_it_r
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
-                    let key = format!("load-{worker}-{n}");
-                    let response = replica.chat((n % 2 == 0).then_some(key.as_str())).await;
+                    let response = if n % 2 == 0 {
+                        replica.chat_keyed(&format!("load-{worker}-{n}")).await
+                    } else {
+                        replica.chat(false).await
+                    };
                     statuses.push(response.status().as_u16());
                 }
                 statuses
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Redis stops once the load is under way.
+    requests_arrive(&upstream, 20).await;
     redis.stop();
     // Within 2 s both replicas notice; writes are refused meanwhile.
     for replica in [&a, &b] {
-        let started = Instant::now();
-        while replica.ready().await["redis"] != "unreachable" {
-            assert!(started.elapsed() < Duration::from_secs(2));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{} to find Redis unreachable", replica.base);
+        eventually(Duration::from_secs(2), what, async || {
+            replica.ready().await["redis"] == "unreachable"
+        })
+        .await;
         assert_eq!(replica.metric("ladle_redis_up").await, 0.0);
     }
-    let refused = a.put("soup", &small_prompt("停"), None).await;
+    let refused = a.put_prompt("soup", &small_prompt("停"), None).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(json_of(refused).await["error"]["code"], "store_unavailable");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Redis comes back once the load has gone on without it for a while.
+    requests_arrive(&upstream, upstream.requests().len() + 20).await;
     redis.restart().await;
     // Within 2 s of its return, a write on A goes through and B serves it.
     let started = Instant::now();
-    let etag = loop {
-        let saved = a.put("soup", &small_prompt("回来了"), None).await;
-        if saved.status().is_success() {
-            break etag_of(&saved);
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{}",
-            saved.status()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let last = Cell::new(None);
+    let what = Lazy(|| format!("a write on A to go through (last: {:?})", last.get()));
+    let etag = eventually(Duration::from_secs(2), what, async || {
+        let saved = a.put_prompt("soup", &small_prompt("回来了"), None).await;
+        last.set(Some(saved.status().as_u16()));
+        saved.status().is_success().then(|| etag_of(&saved))
+    })
+    .await;
     b.sees("soup", Some(&etag)).await;
     assert!(
         started.elapsed() < Duration::from_secs(2),
@@ -136,8 +119,8 @@ async fn redis_stopped_under_load_fails_no_request_and_sharing_resumes_when_it_r
         assert_eq!(replica.metric("ladle_redis_up").await, 1.0);
     }
     // Keys are shared again too.
-    assert!(!replayed(&a.chat(Some("after-the-outage")).await));
-    assert!(replayed(&b.chat(Some("after-the-outage")).await));
+    assert!(!replayed(&a.chat_keyed("after-the-outage").await));
+    assert!(replayed(&b.chat_keyed("after-the-outage").await));
     stop.store(true, Ordering::Relaxed);
     let mut answered = 0;
     for worker in load {

@@ -18,6 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+use super::eventually::within;
+
 /// One thing the mock does on the socket.
 #[derive(Debug, Clone)]
 pub enum Step {
@@ -129,14 +131,10 @@ impl MockUpstream {
 
     /// Waits (up to two seconds) until request `index` has seen its socket closed.
     pub async fn closed_at(&self, index: usize) -> Option<Instant> {
-        let give_up = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < give_up {
-            if let Some(closed) = self.lock().requests.get(index).and_then(|r| r.closed) {
-                return Some(closed);
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        None
+        within(Duration::from_secs(2), async || {
+            self.lock().requests.get(index).and_then(|r| r.closed)
+        })
+        .await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -1,10 +1,19 @@
 //! A real `redis-server` (Debian package `redis-server`; `.ci/run` installs it) on
 //! a free loopback port, with a password, a data folder of its own and no
-//! persistence, stopped by PID when dropped. No mock stands in for it.
+//! persistence, stopped by PID when dropped (no mock stands in for it); and ways
+//! to look at what ladle wrote there.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::answers::json_of;
+use super::eventually::eventually;
+use super::free_port;
+use super::http::Endpoint;
 
 /// The password every test Redis asks for: it must never come out of ladle.
 pub const REDIS_PASSWORD: &str = "r3dis-s3cret-pw";
@@ -83,26 +92,24 @@ impl RedisServer {
             );
         let pid = child.id();
         self.child = Some(child);
-        for _ in 0..300 {
-            if self
+        let what = format!("redis-server to answer on {}", self.port);
+        eventually(Duration::from_secs(3), what, async || {
+            let exited = self
                 .child
                 .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
-            {
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
                 self.child = None;
-                return false;
+                return Some(false);
             }
-            if let Some(answering) = self.pid().await {
-                return answering == pid;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("redis-server did not answer on {} within 3 s", self.port);
+            self.pid().await.map(|answering| answering == pid)
+        })
+        .await
     }
 
     /// A connection for looking at what ladle wrote.
-    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
+    pub async fn connection(&self) -> ::redis::aio::MultiplexedConnection {
+        ::redis::Client::open(self.url())
             .expect("redis url")
             .get_multiplexed_async_connection()
             .await
@@ -112,29 +119,64 @@ impl RedisServer {
     /// Waits (up to 2 s) until `key` exists.
     pub async fn wait_for_key(&self, key: &str) {
         let mut connection = self.connection().await;
-        let started = std::time::Instant::now();
-        loop {
-            let exists: bool = redis::cmd("EXISTS")
+        eventually(Duration::from_secs(2), format!("`{key}`"), async || {
+            ::redis::cmd("EXISTS")
                 .arg(key)
+                .query_async::<bool>(&mut connection)
+                .await
+                .expect("EXISTS")
+        })
+        .await;
+    }
+
+    /// How many times Redis has run `command` (`INFO commandstats`), for all
+    /// its clients together.
+    pub async fn calls(&self, command: &str) -> u64 {
+        let mut connection = self.connection().await;
+        let info: String = ::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut connection)
+            .await
+            .expect("INFO commandstats");
+        let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The first attempts and retries the fleet has shared for `upstream` (every
+    /// replica's fields of every `ladle:budget:{upstream}:*` bucket, summed).
+    pub async fn shared_budget(&self, upstream: &str) -> (u64, u64) {
+        let mut connection = self.connection().await;
+        let buckets: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("ladle:budget:{upstream}:*"))
+            .query_async(&mut connection)
+            .await
+            .expect("KEYS");
+        let (mut firsts, mut retries) = (0, 0);
+        for bucket in buckets {
+            let fields: Vec<(String, u64)> = ::redis::cmd("HGETALL")
+                .arg(&bucket)
                 .query_async(&mut connection)
                 .await
-                .expect("EXISTS");
-            if exists {
-                return;
+                .expect("HGETALL");
+            for (field, count) in fields {
+                if field.ends_with(":f") {
+                    firsts += count;
+                } else if field.ends_with(":r") {
+                    retries += count;
+                }
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(2),
-                "no `{key}` within 2 s"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        (firsts, retries)
     }
 
     /// The process id of the server answering on the port, if one does.
     async fn pid(&self) -> Option<u32> {
-        let client = redis::Client::open(self.url()).ok()?;
+        let client = ::redis::Client::open(self.url()).ok()?;
         let mut connection = client.get_multiplexed_async_connection().await.ok()?;
-        let info: String = redis::cmd("INFO")
+        let info: String = ::redis::cmd("INFO")
             .arg("server")
             .query_async(&mut connection)
             .await
@@ -152,8 +194,26 @@ impl Drop for RedisServer {
     }
 }
 
-/// A loopback port nothing listens on right now.
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").port()
+/// Whether `replica` serves Redis's copy of prompt `name` (its time of change is
+/// Redis's), not the folder's copy it started with.
+pub async fn follows_redis(
+    replica: &Endpoint,
+    connection: &mut ::redis::aio::MultiplexedConnection,
+    name: &str,
+) -> bool {
+    let updated: Option<u64> = ::redis::cmd("HGET")
+        .arg("ladle:prompts:updated")
+        .arg(name)
+        .query_async(connection)
+        .await
+        .expect("HGET");
+    let Some(updated) = updated else {
+        return false;
+    };
+    let list = replica.admin(Method::GET, "/admin/prompts").send();
+    let list: Value = json_of(list.await.expect("answers")).await;
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["name"] == name && p["updated_at"] == ladle::prompts::rfc3339(updated))
 }

@@ -1,5 +1,6 @@
 //! Debian's headless Chromium driven through chromedriver's W3C WebDriver HTTP
-//! API (plain reqwest, no WebDriver crate), for the browser test.
+//! API (plain reqwest, no WebDriver crate), for the browser test: a session,
+//! pages, elements, scripts, waits for what a script sees, and screenshots.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -7,6 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use super::eventually::{eventually, within};
+use super::free_port;
 
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -29,10 +33,7 @@ pub struct Browser {
 impl Browser {
     /// Starts chromedriver on a free port and opens a headless Chromium session.
     pub async fn start() -> Browser {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = free_port();
         let profile =
             std::env::temp_dir().join(format!("ladle-browser-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&profile);
@@ -86,8 +87,10 @@ impl Browser {
         browser
     }
 
-    pub async fn wait_until_ready(&mut self) {
-        for _ in 0..200 {
+    /// Waits until chromedriver says it is ready; fails at once if it exited.
+    async fn wait_until_ready(&mut self) {
+        let what = format!("chromedriver to get ready; see {}", self.log.display());
+        eventually(Duration::from_secs(10), what, async || {
             if let Ok(Some(status)) = self.driver.try_wait() {
                 panic!(
                     "chromedriver exited with {status}; see {}",
@@ -95,15 +98,11 @@ impl Browser {
                 );
             }
             let url = format!("http://127.0.0.1:{}/status", self.port);
-            if let Ok(response) = self.http.get(url).send().await
-                && let Ok(body) = response.json::<Value>().await
-                && body["value"]["ready"] == true
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("chromedriver did not get ready; see {}", self.log.display());
+            let response = self.http.get(url).send().await.ok()?;
+            let body = response.json::<Value>().await.ok()?;
+            (body["value"]["ready"] == true).then_some(())
+        })
+        .await;
     }
 
     /// One WebDriver command; its `value`, or a panic naming the error.
@@ -178,12 +177,15 @@ impl Browser {
 
     /// Polls a script until it returns something other than null, false or "".
     pub async fn wait_for(&self, what: &str, script: &str) -> Value {
-        for _ in 0..300 {
+        let shown = within(Duration::from_secs(15), async || {
             let value = self.run(script, json!([])).await;
-            if !matches!(&value, Value::Null | Value::Bool(false)) && value.as_str() != Some("") {
-                return value;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let nothing =
+                matches!(&value, Value::Null | Value::Bool(false)) || value.as_str() == Some("");
+            (!nothing).then_some(value)
+        })
+        .await;
+        if let Some(value) = shown {
+            return value;
         }
         let status = self
             .run(

@@ -1,33 +1,50 @@
-//! The real `ladle` binary as a child process: started with `serve` on port 0,
-//! its address read from the `listening on ADDR` log line, its stderr kept line
-//! by line. Everything waits asynchronously, so the mock upstream on the test's
-//! runtime keeps answering. A child still running when the test ends is killed.
+//! The real `ladle` binary as a child process: `ladle serve` on port 0, its
+//! address read from the `listening on ADDR` log line, its stderr kept line by
+//! line; and the bare command for the CLI's tests. Everything waits
+//! asynchronously, so the mock upstream on the test's runtime keeps answering. A
+//! child still running when the test ends is killed.
 
 use std::io::{BufRead, BufReader};
+use std::ops::Deref;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use serde_json::Value;
 
-use crate::helpers::prompts_copy;
+use super::eventually::{Lazy, eventually};
+use super::fixtures::prompts_copy;
+use super::http::Endpoint;
 
-/// A running gateway process.
-pub struct Gateway {
+/// The `ladle` binary with an empty environment but for `PATH`.
+pub fn ladle_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ladle"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    command
+}
+
+/// A running `ladle serve`; its requests are `Endpoint`'s (it derefs to one).
+pub struct LadleProcess {
     child: Child,
-    /// `http://127.0.0.1:PORT`.
-    pub base: String,
-    /// `127.0.0.1:PORT`.
-    pub address: String,
+    endpoint: Endpoint,
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Gateway {
+impl Deref for LadleProcess {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
+}
+
+impl LadleProcess {
     /// Starts `ladle serve` in front of `upstream_url` with scaled-down timeouts,
     /// JSON logs, and `env` on top. Nothing else from the test's environment
     /// reaches the child.
-    pub async fn start(upstream_url: &str, env: &[(&str, &str)]) -> Gateway {
+    pub async fn start(upstream_url: &str, env: &[(&str, &str)]) -> LadleProcess {
         let prompts = prompts_copy();
         let mut command = Command::new(env!("CARGO_BIN_EXE_ladle"));
         command
@@ -58,26 +75,19 @@ impl Gateway {
                 sink.lock().expect("stderr lines lock").push(line);
             }
         });
-        let mut gateway = Gateway {
+        // Made at once, so that a failed wait below still kills the child.
+        let mut gateway = LadleProcess {
             child,
-            base: String::new(),
-            address: String::new(),
+            endpoint: Endpoint::new(String::new()),
             lines,
             reader: Some(reader),
         };
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while gateway.address.is_empty() {
-            assert!(
-                Instant::now() < give_up,
-                "no `listening on` line; stderr so far: {:?}",
-                gateway.lines()
-            );
-            if let Some(address) = gateway.lines().iter().find_map(|l| listening_on(l)) {
-                gateway.address = address;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        gateway.base = format!("http://{}", gateway.address);
+        let what = Lazy(|| format!("a `listening on` line; stderr: {:?}", gateway.lines()));
+        let address = eventually(Duration::from_secs(10), what, async || {
+            gateway.lines().iter().find_map(|l| listening_on(l))
+        })
+        .await;
+        gateway.endpoint = Endpoint::new(format!("http://{address}"));
         gateway
     }
 
@@ -103,14 +113,11 @@ impl Gateway {
 
     /// Waits (up to `limit`) for the process to exit.
     pub async fn exited(&mut self, limit: Duration) -> ExitStatus {
-        let give_up = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(Instant::now() < give_up, "the gateway did not exit in time");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let child = &mut self.child;
+        eventually(limit, "the gateway to exit", async || {
+            child.try_wait().expect("try_wait")
+        })
+        .await
     }
 
     /// Every stderr line so far; after exit, once the pipe is drained, all of them.
@@ -118,28 +125,20 @@ impl Gateway {
         self.lines.lock().expect("stderr lines lock").clone()
     }
 
-    /// A chat request with one user message, under `request_id`.
-    pub async fn chat(&self, request_id: &str, stream: bool) -> reqwest::Response {
-        reqwest::Client::new()
-            .post(format!("{}/v1/chat/completions", self.base))
-            .header("x-request-id", request_id)
-            .json(&serde_json::json!({
-                "stream": stream,
-                "messages": [{"role": "user", "content": "hi"}],
-            }))
-            .send()
-            .await
-            .expect("answer")
+    /// The JSON log lines so far for one request id and message.
+    pub fn logged(&self, request_id: &str, message: &str) -> Vec<Value> {
+        self.lines()
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|l| l["request_id"] == request_id && l["message"] == message)
+            .collect()
     }
 
     /// The JSON log lines for one request id and message, after the process has
     /// exited.
-    pub fn lines_of(&mut self, request_id: &str, message: &str) -> Vec<serde_json::Value> {
-        self.all_lines()
-            .iter()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|l| l["request_id"] == request_id && l["message"] == message)
-            .collect()
+    pub fn lines_of(&mut self, request_id: &str, message: &str) -> Vec<Value> {
+        self.all_lines();
+        self.logged(request_id, message)
     }
 
     /// All stderr lines, after the process has exited.
@@ -151,7 +150,7 @@ impl Gateway {
     }
 }
 
-impl Drop for Gateway {
+impl Drop for LadleProcess {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             let _ = self.child.kill();
