@@ -18,8 +18,11 @@ pub struct BreakerSettings {
     pub min_attempts: u32,
     /// … ended within this sliding window.
     pub window: Duration,
-    /// How long it stays open before its half-open probe.
-    pub open_for: Duration,
+    /// How long its first opening lasts (`LADLE_BREAKER_OPEN_BASE_MS`) …
+    pub open_base: Duration,
+    /// … doubling after each probe that timed out, up to this
+    /// (`LADLE_BREAKER_OPEN_MS`).
+    pub open_max: Duration,
 }
 
 /// The three states, as the metrics and logs name them.
@@ -60,8 +63,12 @@ impl State {
 pub enum Counted {
     /// A success.
     Success,
-    /// A failure.
-    Failure,
+    /// A failure; `timed_out` when it was a connect, idle or first-output
+    /// timeout (a probe that fails so costs its caller seconds).
+    Failure {
+        /// Whether it failed by a timeout.
+        timed_out: bool,
+    },
     /// Counts neither way.
     Neither,
 }
@@ -93,6 +100,9 @@ pub struct Breaker {
     state: State,
     /// When an open breaker half-opens.
     until: Instant,
+    /// How long the next opening lasts: the base, doubled after each probe that
+    /// timed out, back to the base on a close.
+    open_for: Duration,
     /// Whether the half-open probe is in flight.
     probing: bool,
     /// Failures in a row.
@@ -108,6 +118,7 @@ impl Breaker {
             settings,
             state: State::Closed,
             until: now,
+            open_for: settings.open_base.min(settings.open_max),
             probing: false,
             in_a_row: 0,
             recent: VecDeque::new(),
@@ -154,15 +165,23 @@ impl Breaker {
         if probe {
             self.probing = false;
             return match counted {
-                Counted::Success => self.enter(State::Closed, now),
-                Counted::Failure => self.enter(State::Open, now),
+                Counted::Success => {
+                    self.open_for = self.settings.open_base.min(self.settings.open_max);
+                    self.enter(State::Closed, now)
+                }
+                Counted::Failure { timed_out } => {
+                    if timed_out {
+                        self.open_for = (self.open_for * 2).min(self.settings.open_max);
+                    }
+                    self.enter(State::Open, now)
+                }
                 Counted::Neither => None,
             };
         }
         if self.state != State::Closed || counted == Counted::Neither {
             return None;
         }
-        let failed = counted == Counted::Failure;
+        let failed = matches!(counted, Counted::Failure { .. });
         self.in_a_row = if failed { self.in_a_row + 1 } else { 0 };
         self.recent.push_back((now, failed));
         while self
@@ -196,7 +215,7 @@ impl Breaker {
         self.in_a_row = 0;
         self.recent.clear();
         if to == State::Open {
-            self.until = now + self.settings.open_for;
+            self.until = now + self.open_for;
         }
         (from != to).then_some(Transition { from, to })
     }

@@ -18,7 +18,7 @@ use futures_util::stream::BoxStream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 pub use crate::config::AttemptTimeouts;
-use crate::failure::{AttemptFailure, FailureKind};
+use crate::failure::{AttemptFailure, FailureKind, Refusal};
 use crate::retry::Deadline;
 use crate::upstream::chunk::{self, Chunk, Parsed};
 use crate::upstream::sse::SseDecoder;
@@ -130,12 +130,8 @@ impl Attempt {
         };
         if !(200..300).contains(&response.status) {
             let text = std::future::poll_fn(|cx| attempt.poll_whole(cx, MAX_ERROR_TEXT)).await?;
-            let message = upstream.scrub(&error_text(&text));
             return Err(AttemptFailure {
-                kind: FailureKind::Status {
-                    status: response.status,
-                    message,
-                },
+                kind: FailureKind::Status(Box::new(refusal(&upstream, response.status, &text))),
                 retry_after: response.retry_after,
             });
         }
@@ -336,10 +332,19 @@ fn looks_like_sse(body: &[u8]) -> bool {
     start.starts_with(b"data:") || start.starts_with(b":") || start.starts_with(b"event:")
 }
 
-/// The message of an error body: `error.message` when it is JSON, else the text.
-fn error_text(body: &[u8]) -> String {
-    match chunk::parse(body, false) {
-        Ok(Parsed::Error(message)) => message,
-        _ => String::from_utf8_lossy(body).into_owned(),
+/// What a non-2xx answer said: an error JSON's fields, else its text; every
+/// word scrubbed of the upstream's secrets.
+fn refusal(upstream: &Upstream, status: u16, body: &[u8]) -> Refusal {
+    let fields = chunk::error_fields(body).unwrap_or_default();
+    let from_json = fields.message.is_some();
+    let message = fields
+        .message
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    Refusal {
+        status,
+        message: upstream.scrub(&message),
+        code: fields.code.map(|code| upstream.scrub(&code)),
+        kind: fields.kind.map(|kind| upstream.scrub(&kind)),
+        from_json,
     }
 }

@@ -102,6 +102,7 @@ impl SharedUpstreams {
                 priority: u.priority,
                 weight: u.weight,
                 usable: self.usable(index, now),
+                attempts: u.attempts,
             })
             .collect()
     }

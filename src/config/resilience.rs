@@ -42,7 +42,8 @@ pub fn load(
         error_ratio: src.get("LADLE_BREAKER_ERROR_RATIO")?,
         min_attempts: src.get("LADLE_BREAKER_MIN_ATTEMPTS")?,
         window: src.get::<Millis>("LADLE_BREAKER_WINDOW_MS")?.0,
-        open_for: src.get::<Millis>("LADLE_BREAKER_OPEN_MS")?.0,
+        open_base: src.get::<Millis>("LADLE_BREAKER_OPEN_BASE_MS")?.0,
+        open_max: src.get::<Millis>("LADLE_BREAKER_OPEN_MS")?.0,
     };
     if breaker.failures == 0 {
         return Err(invalid("LADLE_BREAKER_FAILURES", "must be at least 1"));
@@ -52,7 +53,8 @@ pub fn load(
     }
     for (key, value) in [
         ("LADLE_BREAKER_WINDOW_MS", breaker.window),
-        ("LADLE_BREAKER_OPEN_MS", breaker.open_for),
+        ("LADLE_BREAKER_OPEN_BASE_MS", breaker.open_base),
+        ("LADLE_BREAKER_OPEN_MS", breaker.open_max),
     ] {
         if value.is_zero() {
             return Err(invalid(key, "must be greater than 0"));

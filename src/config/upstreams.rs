@@ -12,8 +12,8 @@ use super::{ConfigError, Secret, UpstreamProxy, invalid};
 const KEY: &str = "LADLE_UPSTREAMS";
 
 /// The fields an entry may have.
-const FIELDS: [&str; 7] = [
-    "name", "url", "api_key", "proxy", "model", "priority", "weight",
+const FIELDS: [&str; 8] = [
+    "name", "url", "api_key", "proxy", "model", "priority", "weight", "attempts",
 ];
 
 /// One upstream, as configured.
@@ -33,6 +33,8 @@ pub struct UpstreamSettings {
     pub priority: u32,
     /// Shares first attempts among usable upstreams of one priority.
     pub weight: u32,
+    /// Attempts in a row this upstream gets before a retry moves on (6.1).
+    pub attempts: u32,
 }
 
 impl UpstreamSettings {
@@ -46,6 +48,7 @@ impl UpstreamSettings {
             model: None,
             priority: 0,
             weight: 1,
+            attempts: 1,
         }
     }
 }
@@ -153,6 +156,7 @@ fn entry_settings(fields: &Map<String, Value>) -> Result<UpstreamSettings, Strin
         model: text("model")?.filter(|m| !m.is_empty()).map(str::to_owned),
         priority: number("priority", 0, 0)?,
         weight: number("weight", 1, 1)?,
+        attempts: number("attempts", 1, 1)?,
     })
 }
 
@@ -195,6 +199,7 @@ mod tests {
         assert_eq!(list[0].proxy, UpstreamProxy::FromEnvironment);
         assert_eq!(list[1].model.as_deref(), Some("deepseek-chat"));
         assert_eq!((list[1].priority, list[1].weight), (1, 3));
+        assert_eq!((list[0].attempts, list[1].attempts), (1, 1));
         assert_eq!(list[1].proxy, UpstreamProxy::Off);
     }
 
@@ -217,6 +222,10 @@ mod tests {
             (
                 json!([{"name": "a", "url": "http://a/v1", "priority": -1}]),
                 "`priority`",
+            ),
+            (
+                json!([{"name": "a", "url": "http://a/v1", "attempts": 0}]),
+                "`attempts`",
             ),
             (
                 json!([{"name": "a", "url": "http://a/v1", "colour": "red"}]),

@@ -17,6 +17,22 @@ use serde_json::{Value, json};
 
 use crate::prompts::{PromptError, StoreError};
 
+/// What an upstream said when it refused a request for good (contract 2): its
+/// status, and from an error JSON its `code`, `type` and `message` (at most 500
+/// characters, free of every configured secret), so a caller can tell a context
+/// overflow from a content filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamRefusal {
+    /// The upstream's HTTP status.
+    pub status: u16,
+    /// Its error JSON's `code`.
+    pub code: Option<String>,
+    /// Its error JSON's `type`.
+    pub kind: Option<String>,
+    /// Its error JSON's `message`.
+    pub message: Option<String>,
+}
+
 /// Everything a client can be told went wrong. (What a store keeps of one is
 /// its own type: `idempotency::record`.)
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -38,9 +54,10 @@ pub enum ApiError {
         /// What is wrong with it.
         problem: String,
     },
-    /// The upstream answered with a final 4xx.
-    #[error("upstream rejected the request with HTTP {0}")]
-    UpstreamRejected(u16),
+    /// The upstream answered with a final 4xx (or every upstream tried answered
+    /// that the request does not fit it); what the last one said.
+    #[error("upstream rejected the request with HTTP {}", .0.status)]
+    UpstreamRejected(Box<UpstreamRefusal>),
     /// Retryable upstream failures, out of retries.
     #[error("upstream failed: {0}")]
     UpstreamFailed(String),
@@ -205,6 +222,19 @@ impl ApiError {
         if let ApiError::InvalidVariables { name, .. } = self {
             error["variable"] = json!(name);
         }
+        if let ApiError::UpstreamRejected(refusal) = self {
+            let mut upstream = json!({ "status": refusal.status });
+            for (field, value) in [
+                ("code", &refusal.code),
+                ("type", &refusal.kind),
+                ("message", &refusal.message),
+            ] {
+                if let Some(value) = value {
+                    upstream[field] = json!(value);
+                }
+            }
+            error["upstream"] = upstream;
+        }
         json!({ "error": error })
     }
 }
@@ -271,7 +301,10 @@ mod tests {
             (ApiError::UpstreamTimeout, 504, "upstream_timeout", true),
             (ApiError::DeadlineExceeded, 504, "deadline_exceeded", true),
             (
-                ApiError::UpstreamRejected(401),
+                ApiError::UpstreamRejected(Box::new(UpstreamRefusal {
+                    status: 401,
+                    ..UpstreamRefusal::default()
+                })),
                 502,
                 "upstream_rejected",
                 false,
@@ -302,6 +335,25 @@ mod tests {
                 (status, code, retryable)
             );
         }
+    }
+
+    #[test]
+    fn a_rejection_shows_what_the_upstream_said_and_only_that() {
+        let refusal = UpstreamRefusal {
+            status: 400,
+            code: Some("context_length_exceeded".into()),
+            kind: None,
+            message: Some("too long".into()),
+        };
+        let body = ApiError::UpstreamRejected(Box::new(refusal)).body("r");
+        assert_eq!(
+            body["error"]["upstream"],
+            json!({"status": 400, "code": "context_length_exceeded", "message": "too long"})
+        );
+        assert_eq!(
+            body["error"]["message"],
+            "upstream rejected the request with HTTP 400"
+        );
     }
 
     #[test]

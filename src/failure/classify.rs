@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{AttemptFailure, BusyKeywords, FailureKind};
 use crate::breaker::Counted;
-use crate::error::ApiError;
+use crate::error::{ApiError, UpstreamRefusal};
 use crate::retry::FailureClass;
 
 /// An ended attempt, as section 5 names it (metrics and logs).
@@ -70,14 +70,17 @@ pub enum RetryReason {
     NotStarted,
     /// After any other failure.
     Failed,
+    /// After a does-not-fit rejection: the next upstream is tried at once.
+    Rejected,
 }
 
 impl RetryReason {
     /// Every reason, for metrics registered up front.
-    pub const ALL: [RetryReason; 3] = [
+    pub const ALL: [RetryReason; 4] = [
         RetryReason::Busy,
         RetryReason::NotStarted,
         RetryReason::Failed,
+        RetryReason::Rejected,
     ];
 
     /// The contract's name for it.
@@ -86,6 +89,7 @@ impl RetryReason {
             RetryReason::Busy => "busy",
             RetryReason::NotStarted => "not_started",
             RetryReason::Failed => "failed",
+            RetryReason::Rejected => "rejected",
         }
     }
 }
@@ -107,25 +111,36 @@ impl AttemptFailure {
     /// Classifies the failure of an attempt that had (or had not) written output.
     pub fn classify(&self, output_began: bool, busy: &BusyKeywords) -> Classified {
         let class = self.class(output_began, busy);
+        let does_not_fit = matches!(&self.kind, FailureKind::Status(r) if r.does_not_fit());
         let outcome = match (class, &self.kind) {
             (_, FailureKind::Deadline) => Outcome::Deadline,
             (_, FailureKind::AnswerTooLarge(_)) => Outcome::Failed,
             (FailureClass::Busy, _) => Outcome::Busy,
             (FailureClass::NotStarted, _) => Outcome::NotStarted,
             (FailureClass::Final, _) => Outcome::Rejected,
+            (FailureClass::NotHere, _) if does_not_fit => Outcome::Rejected,
             (FailureClass::Other | FailureClass::NotHere, _) => Outcome::Failed,
         };
         // Section 6.2: unparsable output, rejections and a passed deadline say
-        // nothing about the upstream's health.
+        // nothing about the upstream's health; a timeout costs a probing caller
+        // seconds, so the breaker's next opening grows after one.
         let counted = match (outcome, &self.kind) {
             (_, FailureKind::InvalidOutput(_)) | (Outcome::Rejected | Outcome::Deadline, _) => {
                 Counted::Neither
             }
-            _ => Counted::Failure,
+            (_, kind) => Counted::Failure {
+                timed_out: matches!(
+                    kind,
+                    FailureKind::ConnectTimeout(_)
+                        | FailureKind::IdleTimeout
+                        | FailureKind::FirstOutputTimeout
+                ),
+            },
         };
         let reason = match class {
             FailureClass::Busy => RetryReason::Busy,
             FailureClass::NotStarted => RetryReason::NotStarted,
+            FailureClass::NotHere if does_not_fit => RetryReason::Rejected,
             FailureClass::Other | FailureClass::NotHere | FailureClass::Final => {
                 RetryReason::Failed
             }
@@ -141,20 +156,14 @@ impl AttemptFailure {
     fn class(&self, output_began: bool, busy: &BusyKeywords) -> FailureClass {
         use FailureClass::{Busy, Final, NotHere, NotStarted, Other};
         match &self.kind {
-            FailureKind::Status {
-                status: 503 | 429 | 529,
-                ..
-            } => Busy,
-            FailureKind::Status { message, .. } | FailureKind::ErrorChunk(message)
-                if busy.matches(message) =>
-            {
-                Busy
-            }
-            FailureKind::Status { status, .. } if (400..500).contains(status) && *status != 408 => {
-                Final
-            }
-            FailureKind::Status { .. } | FailureKind::ErrorChunk(_) => Other,
-            FailureKind::Connect(_) | FailureKind::FirstOutputTimeout => NotStarted,
+            FailureKind::Status(r) if matches!(r.status, 503 | 429 | 529) => Busy,
+            FailureKind::Status(r) if busy.matches(&r.message) => Busy,
+            FailureKind::ErrorChunk(message) if busy.matches(message) => Busy,
+            FailureKind::Status(r) if r.does_not_fit() => NotHere,
+            FailureKind::Status(r) if (400..500).contains(&r.status) && r.status != 408 => Final,
+            FailureKind::Status(_) | FailureKind::ErrorChunk(_) => Other,
+            FailureKind::Connect(_) | FailureKind::ConnectTimeout(_) => NotStarted,
+            FailureKind::FirstOutputTimeout => NotStarted,
             FailureKind::Tls(_) => NotHere,
             FailureKind::IdleTimeout | FailureKind::Io(_) | FailureKind::EndedEarly
                 if !output_began =>
@@ -184,13 +193,33 @@ impl AttemptFailure {
             (FailureClass::NotStarted, _) => ApiError::UpstreamTimeout,
             (_, FailureKind::Tls(why)) => ApiError::UpstreamTls(why),
             (_, FailureKind::AnswerTooLarge(limit)) => ApiError::AnswerTooLarge(limit),
-            (FailureClass::Final, FailureKind::Status { status, .. }) => {
-                ApiError::UpstreamRejected(status)
+            (FailureClass::Final | FailureClass::NotHere, FailureKind::Status(refusal)) => {
+                ApiError::UpstreamRejected(Box::new(UpstreamRefusal::from(*refusal)))
             }
             (_, FailureKind::InvalidOutput(why)) => ApiError::InvalidOutput(why),
             (_, kind) => {
                 ApiError::UpstreamFailed(format!("{} after {attempts} attempt(s)", kind.summary()))
             }
+        }
+    }
+}
+
+/// The most characters of the upstream's message an error body shows.
+const MAX_REFUSAL_MESSAGE: usize = 500;
+
+impl From<super::Refusal> for UpstreamRefusal {
+    /// What a caller is told of the upstream's refusal: its status, and from an
+    /// error JSON its `code`, `type` and `message` (already free of secrets, and
+    /// cut here at 500 characters, never inside one).
+    fn from(refusal: super::Refusal) -> Self {
+        let message = refusal
+            .from_json
+            .then(|| refusal.message.chars().take(MAX_REFUSAL_MESSAGE).collect());
+        UpstreamRefusal {
+            status: refusal.status,
+            code: refusal.code,
+            kind: refusal.kind,
+            message,
         }
     }
 }

@@ -21,8 +21,10 @@ pub struct AttemptFailure {
 /// What happened to an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailureKind {
-    /// No connection (refused, unreachable, connect timeout, proxy down).
+    /// No connection (refused, unreachable, proxy down).
     Connect(String),
+    /// No connection within `LADLE_CONNECT_TIMEOUT_MS`.
+    ConnectTimeout(String),
     /// A TLS handshake that waiting cannot fix (an untrusted certificate).
     Tls(String),
     /// No SSE event within the idle timeout.
@@ -34,13 +36,8 @@ pub enum FailureKind {
     Io(String),
     /// The stream ended without `[DONE]` or a `finish_reason`.
     EndedEarly,
-    /// A non-2xx status, with the upstream's message (key scrubbed).
-    Status {
-        /// The HTTP status.
-        status: u16,
-        /// The error message the upstream gave.
-        message: String,
-    },
+    /// A non-2xx status, with what the upstream said (secrets scrubbed).
+    Status(Box<Refusal>),
     /// A chunk carrying an `error` object.
     ErrorChunk(String),
     /// The upstream broke the protocol (non-JSON chunk, endless line, huge body).
@@ -69,15 +66,16 @@ impl FailureKind {
     pub fn map_text(self, f: impl FnOnce(&str) -> String) -> Self {
         match self {
             FailureKind::Connect(text) => FailureKind::Connect(f(&text)),
+            FailureKind::ConnectTimeout(text) => FailureKind::ConnectTimeout(f(&text)),
             FailureKind::Tls(text) => FailureKind::Tls(f(&text)),
             FailureKind::Io(text) => FailureKind::Io(f(&text)),
             FailureKind::ErrorChunk(text) => FailureKind::ErrorChunk(f(&text)),
             FailureKind::Protocol(text) => FailureKind::Protocol(f(&text)),
             FailureKind::InvalidOutput(text) => FailureKind::InvalidOutput(f(&text)),
-            FailureKind::Status { status, message } => FailureKind::Status {
-                status,
-                message: f(&message),
-            },
+            FailureKind::Status(mut refusal) => {
+                refusal.message = f(&refusal.message);
+                FailureKind::Status(refusal)
+            }
             other @ (FailureKind::AnswerTooLarge(_)
             | FailureKind::IdleTimeout
             | FailureKind::FirstOutputTimeout
@@ -90,12 +88,13 @@ impl FailureKind {
     pub fn reason(&self) -> &'static str {
         match self {
             FailureKind::Connect(_) => "connect",
+            FailureKind::ConnectTimeout(_) => "connect_timeout",
             FailureKind::Tls(_) => "tls",
             FailureKind::Io(_) => "broken",
             FailureKind::IdleTimeout => "idle_timeout",
             FailureKind::FirstOutputTimeout => "first_output_timeout",
             FailureKind::EndedEarly => "ended_early",
-            FailureKind::Status { .. } => "status",
+            FailureKind::Status(_) => "status",
             FailureKind::ErrorChunk(_) => "error_chunk",
             FailureKind::Protocol(_) => "protocol",
             FailureKind::InvalidOutput(_) => "invalid_output",
@@ -108,12 +107,15 @@ impl FailureKind {
     pub fn summary(&self) -> String {
         match self {
             FailureKind::Connect(_) => "could not connect to the upstream".into(),
+            FailureKind::ConnectTimeout(_) => "connecting to the upstream timed out".into(),
             FailureKind::Tls(_) => "the TLS handshake with the upstream failed".into(),
             FailureKind::IdleTimeout => "the upstream went silent".into(),
             FailureKind::FirstOutputTimeout => "the upstream wrote nothing in time".into(),
             FailureKind::Io(_) => "the upstream connection broke".into(),
             FailureKind::EndedEarly => "the upstream stream ended early".into(),
-            FailureKind::Status { status, .. } => format!("the upstream answered HTTP {status}"),
+            FailureKind::Status(refusal) => {
+                format!("the upstream answered HTTP {}", refusal.status)
+            }
             FailureKind::ErrorChunk(_) => "the upstream stream carried an error".into(),
             FailureKind::Protocol(_) => "the upstream broke the protocol".into(),
             FailureKind::InvalidOutput(_) => "the model's output was unusable".into(),
@@ -128,12 +130,13 @@ impl FailureKind {
     pub fn detail(&self) -> &str {
         match self {
             FailureKind::Connect(text)
+            | FailureKind::ConnectTimeout(text)
             | FailureKind::Tls(text)
             | FailureKind::Io(text)
             | FailureKind::ErrorChunk(text)
             | FailureKind::Protocol(text)
-            | FailureKind::InvalidOutput(text)
-            | FailureKind::Status { message: text, .. } => text,
+            | FailureKind::InvalidOutput(text) => text,
+            FailureKind::Status(refusal) => &refusal.message,
             FailureKind::IdleTimeout => "no SSE event within LADLE_IDLE_TIMEOUT_MS",
             FailureKind::FirstOutputTimeout => {
                 "no output within LADLE_FIRST_OUTPUT_TIMEOUT_MS of the attempt's start"
@@ -141,6 +144,64 @@ impl FailureKind {
             FailureKind::EndedEarly => "the stream ended without [DONE] or a finish_reason",
             FailureKind::AnswerTooLarge(_) => "the answer passed LADLE_MAX_ANSWER_BYTES",
             FailureKind::Deadline => "the request's deadline passed",
+        }
+    }
+}
+
+/// What an upstream's non-2xx answer said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: u16,
+    /// The error JSON's `message`, or else the body's text (for the busy
+    /// keywords, the does-not-fit rules and the log line).
+    pub message: String,
+    /// The error JSON's `code`, when its body is one and has it.
+    pub code: Option<String>,
+    /// The error JSON's `type`, when its body is one and has it.
+    pub kind: Option<String>,
+    /// Whether `message` is the error JSON's own (else it is the raw text).
+    pub from_json: bool,
+}
+
+impl Refusal {
+    /// An answer with `status` and only a text to go by.
+    pub fn text(status: u16, message: &str) -> Refusal {
+        Refusal {
+            status,
+            message: message.to_owned(),
+            ..Refusal::default()
+        }
+    }
+
+    /// Whether it says the request cannot be served by this upstream's model,
+    /// though another might (contract 2, "does-not-fit"): a 413; a 400 or 422 about
+    /// the context length or the number of tokens; a 404 about a model that does
+    /// not exist.
+    pub fn does_not_fit(&self) -> bool {
+        let message = self.message.to_lowercase();
+        let code_is = |wanted: &str| {
+            self.code.as_deref() == Some(wanted) || self.kind.as_deref() == Some(wanted)
+        };
+        match self.status {
+            413 => true,
+            400 | 422 => {
+                code_is("context_length_exceeded")
+                    || [
+                        "context length",
+                        "maximum context",
+                        "too many tokens",
+                        "上下文",
+                    ]
+                    .iter()
+                    .any(|words| message.contains(words))
+            }
+            404 => {
+                code_is("model_not_found")
+                    || (message.contains("model")
+                        && (message.contains("does not exist") || message.contains("not found")))
+            }
+            _ => false,
         }
     }
 }
@@ -168,103 +229,4 @@ impl BusyKeywords {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::DEFAULT_BUSY_KEYWORDS;
-    use crate::retry::FailureClass::{self, Busy, Final, NotHere, NotStarted, Other};
-
-    fn class(kind: FailureKind, output_began: bool) -> FailureClass {
-        let busy = BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS);
-        AttemptFailure::new(kind)
-            .classify(output_began, &busy)
-            .class
-    }
-
-    fn status(status: u16, message: &str) -> FailureKind {
-        FailureKind::Status {
-            status,
-            message: message.into(),
-        }
-    }
-
-    #[test]
-    fn every_row_of_the_contract_failure_table() {
-        let table = [
-            (status(503, ""), false, Busy),
-            (status(429, ""), false, Busy),
-            (status(529, ""), false, Busy),
-            (FailureKind::Tls("UnknownIssuer".into()), false, NotHere),
-            (status(500, "当前模型访问量较大，请稍后重试"), false, Busy),
-            (
-                FailureKind::ErrorChunk("Model overloaded".into()),
-                true,
-                Busy,
-            ),
-            (FailureKind::Connect("refused".into()), false, NotStarted),
-            (FailureKind::IdleTimeout, false, NotStarted),
-            (FailureKind::Io("reset".into()), false, NotStarted),
-            (FailureKind::EndedEarly, false, NotStarted),
-            (FailureKind::IdleTimeout, true, Other),
-            (FailureKind::FirstOutputTimeout, false, NotStarted),
-            (FailureKind::Io("reset".into()), true, Other),
-            (FailureKind::EndedEarly, true, Other),
-            (status(500, "boom"), false, Other),
-            (status(502, ""), false, Other),
-            (status(504, ""), false, Other),
-            (status(408, ""), false, Other),
-            (
-                FailureKind::ErrorChunk("content filter".into()),
-                false,
-                Other,
-            ),
-            (FailureKind::InvalidOutput("no json".into()), true, Other),
-            (status(400, ""), false, Final),
-            (status(401, ""), false, Final),
-            (status(403, ""), false, Final),
-            (status(404, ""), false, Final),
-            (status(413, ""), false, Final),
-            (status(422, ""), false, Final),
-            (FailureKind::Deadline, false, Final),
-        ];
-        for (kind, output_began, expected) in table {
-            assert_eq!(
-                class(kind.clone(), output_began),
-                expected,
-                "{kind:?} output_began={output_began}"
-            );
-        }
-    }
-
-    #[test]
-    fn giving_up_maps_each_class_to_its_contract_code() {
-        let give_up = |kind: FailureKind, output_began| {
-            let failure = AttemptFailure::new(kind);
-            let classified = failure.classify(output_began, &BusyKeywords::parse("busy"));
-            failure
-                .into_error(classified, 2, Duration::from_secs(4))
-                .code()
-        };
-        assert_eq!(give_up(status(503, ""), false), "upstream_busy");
-        assert_eq!(give_up(FailureKind::IdleTimeout, false), "upstream_timeout");
-        assert_eq!(give_up(FailureKind::IdleTimeout, true), "upstream_failed");
-        assert_eq!(give_up(status(401, ""), false), "upstream_rejected");
-        assert_eq!(
-            give_up(FailureKind::InvalidOutput("x".into()), true),
-            "invalid_output"
-        );
-        assert_eq!(give_up(FailureKind::Deadline, true), "deadline_exceeded");
-        assert_eq!(
-            give_up(FailureKind::Tls("x".into()), false),
-            "upstream_failed"
-        );
-    }
-
-    #[test]
-    fn busy_keywords_match_case_insensitively() {
-        let keywords = BusyKeywords::parse("访问量较大, Overloaded ,,rate limit");
-        assert!(keywords.matches("当前模型访问量较大，请稍后重试"));
-        assert!(keywords.matches("Model OVERLOADED"));
-        assert!(keywords.matches("Rate Limit reached"));
-        assert!(!keywords.matches("invalid api key"));
-    }
-}
+mod tests;

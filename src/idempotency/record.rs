@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, UpstreamRefusal};
 
 /// The encoding's version; a record of another version reads as no outcome.
 const VERSION: u8 = 1;
@@ -37,6 +37,12 @@ enum StoredError {
     Deadline,
     Rejected {
         status: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+        #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     Failed {
         detail: String,
@@ -70,7 +76,12 @@ impl FailedRun {
             },
             ApiError::UpstreamTimeout => StoredError::Timeout,
             ApiError::DeadlineExceeded => StoredError::Deadline,
-            ApiError::UpstreamRejected(status) => StoredError::Rejected { status: *status },
+            ApiError::UpstreamRejected(refusal) => StoredError::Rejected {
+                status: refusal.status,
+                code: refusal.code.clone(),
+                kind: refusal.kind.clone(),
+                message: refusal.message.clone(),
+            },
             ApiError::UpstreamFailed(detail) => StoredError::Failed {
                 detail: detail.clone(),
             },
@@ -107,7 +118,17 @@ impl FailedRun {
             },
             StoredError::Timeout => ApiError::UpstreamTimeout,
             StoredError::Deadline => ApiError::DeadlineExceeded,
-            StoredError::Rejected { status } => ApiError::UpstreamRejected(status),
+            StoredError::Rejected {
+                status,
+                code,
+                kind,
+                message,
+            } => ApiError::UpstreamRejected(Box::new(UpstreamRefusal {
+                status,
+                code,
+                kind,
+                message,
+            })),
             StoredError::Failed { detail } | StoredError::Other { detail } => {
                 ApiError::UpstreamFailed(detail)
             }
@@ -155,7 +176,12 @@ mod tests {
             },
             ApiError::UpstreamTimeout,
             ApiError::DeadlineExceeded,
-            ApiError::UpstreamRejected(400),
+            ApiError::UpstreamRejected(Box::new(UpstreamRefusal {
+                status: 400,
+                code: Some("context_length_exceeded".into()),
+                kind: Some("invalid_request_error".into()),
+                message: Some("This model's maximum context length is 8192 tokens".into()),
+            })),
             ApiError::UpstreamFailed("the upstream connection broke".into()),
             ApiError::UpstreamTls("UnknownIssuer".into()),
             ApiError::InvalidOutput("no JSON object".into()),
@@ -166,11 +192,7 @@ mod tests {
             let read: FailedRun = serde_json::from_str(&text).expect("decodes");
             let (back, attempts) = read.into_error().expect("version 1");
             assert_eq!(attempts, 2);
-            assert_eq!(
-                (back.code(), back.retryable(), back.to_string()),
-                (error.code(), error.retryable(), error.to_string()),
-                "{text}"
-            );
+            assert_eq!(back, error, "{text}");
         }
     }
 

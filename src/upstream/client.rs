@@ -34,6 +34,8 @@ pub struct ClientOptions {
     pub proxy: UpstreamProxy,
     /// Worker threads that send requests; each gets a client (and pool) of its own.
     pub workers: usize,
+    /// Other secrets no upstream text may carry out (the admin token).
+    pub secrets: Vec<Secret>,
 }
 
 impl ClientOptions {
@@ -44,6 +46,7 @@ impl ClientOptions {
             ca_file: config.upstream_ca_file.clone(),
             proxy: config.upstream_proxy.clone(),
             workers: config.worker_threads(),
+            secrets: config.admin_token.iter().cloned().collect(),
         }
     }
 }
@@ -226,7 +229,10 @@ fn send_error(error: reqwest::Error) -> FailureKind {
     if let Some(tls) = rustls_error(&error) {
         return FailureKind::Tls(format!("TLS handshake with the upstream failed: {tls}"));
     }
-    if error.is_connect() || error.is_timeout() {
+    // No request timeout is set on the client: a timeout here is the connect's.
+    if error.is_timeout() {
+        FailureKind::ConnectTimeout(text)
+    } else if error.is_connect() {
         FailureKind::Connect(text)
     } else {
         FailureKind::Io(text)

@@ -35,6 +35,8 @@ pub struct Upstream {
     pub priority: u32,
     /// Shares first attempts among usable upstreams of one priority.
     pub weight: u32,
+    /// Attempts in a row a request gives it before a retry moves on.
+    pub attempts: u32,
     transport: Arc<dyn Transport>,
     /// The key and the proxy's credentials: removed from any text that leaves.
     secrets: Vec<Secret>,
@@ -91,6 +93,8 @@ impl Upstream {
         if let UpstreamProxy::Url(proxy) = &options.proxy {
             upstream.secrets.extend(proxy_password(proxy.expose()));
         }
+        upstream.secrets.extend(options.secrets.iter().cloned());
+        upstream.attempts = settings.attempts;
         Ok(upstream)
     }
 
@@ -101,6 +105,7 @@ impl Upstream {
             model: None,
             priority: 0,
             weight: 1,
+            attempts: 1,
             transport,
             secrets: vec![api_key],
         }

@@ -16,6 +16,8 @@ pub struct Candidate {
     pub weight: u32,
     /// Not open, and not half-open with its probe in flight.
     pub usable: bool,
+    /// Attempts in a row a request gives it before a retry moves on.
+    pub attempts: u32,
 }
 
 /// The order of one request, as indexes into `candidates`: first a usable upstream
@@ -73,6 +75,11 @@ pub struct UpstreamOrder {
     position: usize,
     /// Per upstream index: what happened there in this request.
     visits: Vec<Visit>,
+    /// Per upstream index: its attempts in a row.
+    attempts: Vec<u32>,
+    /// Attempts in a row on the current upstream, counted afresh each time the
+    /// request comes to it.
+    streak: u32,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -102,8 +109,10 @@ impl UpstreamOrder {
         let order = request_order(candidates, draw)?;
         Some(UpstreamOrder {
             visits: vec![Visit::default(); order.len()],
+            attempts: candidates.iter().map(|c| c.attempts.max(1)).collect(),
             order,
             position: 0,
+            streak: 0,
         })
     }
 
@@ -116,6 +125,7 @@ impl UpstreamOrder {
     /// first call to it (a first attempt, for its retry budget).
     pub fn enter(&mut self) -> bool {
         let current = self.current();
+        self.streak += 1;
         !std::mem::replace(&mut self.visits[current].tried, true)
     }
 
@@ -129,11 +139,24 @@ impl UpstreamOrder {
         visit.excluded |= exclude;
     }
 
-    /// The next upstream that `usable` (by index) admits after the current one,
-    /// wrapping round to it, leaving out the excluded ones and, with
-    /// `leave_current`, the current one.
+    /// Where a retry goes: the current upstream while it has attempts left in a
+    /// row and `usable` (by index) admits it; else the next one after it that
+    /// `usable` admits, wrapping round to it, leaving out the excluded ones and,
+    /// with `leave_current`, the current one.
     pub fn next(&self, leave_current: bool, usable: impl Fn(usize) -> bool) -> Option<Next> {
         let current = self.current();
+        let visit = self.visits[current];
+        let stays = !leave_current && !visit.excluded && self.streak < self.attempts[current];
+        if stays && usable(current) {
+            return Some(Next {
+                position: self.position,
+                index: current,
+                upstream: NextUpstream {
+                    untried: !visit.tried,
+                    retry_after: visit.retry_after.filter(|_| visit.tried),
+                },
+            });
+        }
         let position = next_after(&self.order, self.position, |index| {
             let left_out = self.visits[index].excluded || (leave_current && index == current);
             !left_out && usable(index)
@@ -152,6 +175,9 @@ impl UpstreamOrder {
 
     /// The next attempt goes to `next`.
     pub fn move_to(&mut self, next: Next) {
+        if next.position != self.position {
+            self.streak = 0;
+        }
         self.position = next.position;
     }
 }
@@ -166,7 +192,59 @@ mod tests {
             priority,
             weight,
             usable: true,
+            attempts: 1,
         }
+    }
+
+    /// Where the retries after failures of `order`'s attempts go, for `n` attempts.
+    fn walk(candidates: &[Candidate], n: usize) -> Vec<usize> {
+        let mut order = UpstreamOrder::start(candidates, 0.0).expect("usable");
+        let mut visited = Vec::new();
+        for _ in 0..n {
+            order.enter();
+            visited.push(order.current());
+            let next = order.next(false, |_| true).expect("a next upstream");
+            order.move_to(next);
+        }
+        visited
+    }
+
+    #[test]
+    fn a_retry_stays_on_an_upstream_while_it_has_attempts_in_a_row_left() {
+        let primary = Candidate {
+            attempts: 2,
+            ..up(0, 1)
+        };
+        assert_eq!(walk(&[primary, up(1, 1)], 6), [0, 0, 1, 0, 0, 1]);
+        assert_eq!(
+            walk(&[up(0, 1), up(1, 1)], 4),
+            [0, 1, 0, 1],
+            "the default moves on"
+        );
+        let lone = Candidate {
+            attempts: 3,
+            ..up(0, 1)
+        };
+        assert_eq!(
+            walk(&[lone], 4),
+            [0, 0, 0, 0],
+            "with one upstream, that same one"
+        );
+    }
+
+    #[test]
+    fn an_excluded_or_unusable_upstream_is_left_however_many_attempts_it_has() {
+        let primary = Candidate {
+            attempts: 5,
+            ..up(0, 1)
+        };
+        let mut order = UpstreamOrder::start(&[primary, up(1, 1)], 0.0).expect("usable");
+        order.enter();
+        let next = order.next(false, |index| index != 0).expect("the backup");
+        assert_eq!((next.index, next.upstream.untried), (1, true));
+        order.note_failure(None, true);
+        let next = order.next(false, |_| true).expect("the backup");
+        assert_eq!(next.index, 1, "excluded: never again in this request");
     }
 
     #[test]

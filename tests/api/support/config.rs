@@ -59,14 +59,15 @@ pub fn primary_and_backup(a: &str, b: &str) -> Vec<UpstreamSettings> {
 }
 
 /// A breaker that opens after `failures` in a row (never on the failed share)
-/// and stays open `open_ms`.
+/// and stays open `open_ms` every time.
 pub fn breaker(failures: u32, open_ms: u64) -> BreakerSettings {
     BreakerSettings {
         failures,
         error_ratio: 1.0,
         min_attempts: 1000,
         window: Duration::from_secs(30),
-        open_for: Duration::from_millis(open_ms),
+        open_base: Duration::from_millis(open_ms),
+        open_max: Duration::from_millis(open_ms),
     }
 }
 
