@@ -7,6 +7,7 @@ mod browser;
 mod chat;
 mod cli;
 mod drill;
+mod failover;
 mod failures;
 mod fallback;
 mod idempotency;
