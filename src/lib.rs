@@ -1,22 +1,33 @@
 //! ladle: a streaming LLM completion gateway.
 //!
-//! Codemap (the README's `## Architecture` has the whole map):
-//! - `config`: one validated `Config` from TOML and `LADLE_*` variables.
-//! - `upstream`: the only HTTP client (reqwest, one per worker thread); `sse` and
-//!   `chunk` parse without HTTP.
-//! - `retry`: the retry policy as pure functions.
+//! Codemap (docs/architecture.md has the whole map and a request's way through it):
+//! - `app`: the router and its layers.
+//! - `background`: the one owner of background tasks, drained at shutdown.
+//! - `breaker`: one upstream's circuit breaker, pure.
+//! - `budget`: retry budgets behind the `Budget` trait (local, and shared by a fleet).
+//! - `cli`: the command line; the only reader of the environment and config file.
 //! - `completion`: the attempt loop under one deadline; the only code that sleeps.
-//! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.
-//! - `prompts`: TOML prompt files, rendering, and the store behind an interface.
+//! - `config`: one validated `Config`; `settings` is the one table of defaults.
+//! - `demo`: the simulated upstream of `ladle demo`.
+//! - `error`: `ApiError`, rendered into a response in one place.
+//! - `failure`: what happened to an attempt, classified once.
+//! - `fleet`: the Redis handle and its health.
+//! - `idempotency`: keyed requests' records (memory and Redis) and detached runs.
 //! - `normalize`: the model's text → recipe/JSON/text output, pure.
-//! - `routes`, `app`: thin HTTP handlers and wiring; `server`: the accept loop
-//!   (header-read timeout, graceful drain).
-//! - `ops`: metrics, logs, request ids. `demo`: a simulated upstream.
-//! - `fleet`: prompts, idempotency records and retry budgets shared through Redis.
+//! - `ops`: metrics, the request observer, request ids and bodies, logs.
+//! - `prompts`: prompt files, rendering, and the stores (files and Redis).
+//! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.
+//! - `request`: one pipeline for both completion routes, key lookup included.
+//! - `retry`: the retry policy as pure functions.
+//! - `routes`: thin handlers that turn HTTP into a `request::Call`.
+//! - `server`: serving, the accept loop and its limits, the drain on shutdown.
+//! - `state`: `AppState` and its wiring.
+//! - `upstream`: the only HTTP client (reqwest); the order of upstreams, SSE, chunks.
 //!
-//! Invariants: output state belongs to one attempt; nothing reaches a streaming
-//! client before the first output; no task outlives its request; every error that
-//! leaves a handler is an `ApiError`.
+//! Invariants (`tests/tidy` checks the mechanical ones): one clock; output state per
+//! attempt, and nothing reaches a streaming client before the first output; nothing on
+//! the request path spawns; every error leaving a handler is an `ApiError`; Redis is
+//! never needed to answer; no import cycles, no file over 400 lines.
 
 pub mod app;
 pub mod background;
