@@ -45,6 +45,10 @@ fn router(state: AppState) -> Router {
     Router::new()
         .route(CompletionRoute::CHAT, post(routes::chat::completions))
         .route(CompletionRoute::TASK, post(routes::tasks::run))
+        .route(
+            "/v1/jobs/{id}",
+            get(routes::jobs::read).delete(routes::jobs::cancel),
+        )
         .route("/healthz", get(routes::ops::healthz))
         .route("/readyz", get(routes::ops::readyz))
         .route("/metrics", get(routes::ops::metrics))

@@ -130,6 +130,10 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     config.model.get_or_insert_with(|| "ladle-demo".to_owned());
+    // The demo's jobs (and kept answers) live in memory unless a file is asked for.
+    if std::env::var_os("LADLE_STATE_DB").is_none() {
+        config.jobs.state_db = ":memory:".into();
+    }
     // The demo's own upstream, whatever upstream settings the environment holds.
     config.upstreams = vec![UpstreamSettings::single(
         &url,

@@ -18,6 +18,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::config::settings::invalid;
 use crate::config::{RedisSettings, StartError};
 use crate::ops::metrics::Metrics;
+use crate::wall::unix_millis;
 
 /// Longest wait for one Redis call: short next to any request's budget, long
 /// next to a round trip on a loopback or LAN.
@@ -202,13 +203,4 @@ fn is_connection_error(error: &redis::RedisError) -> bool {
         || error.is_connection_refusal()
         || error.is_timeout()
         || error.is_unrecoverable_error()
-}
-
-/// Milliseconds since the Unix epoch: replicas on different hosts agree on it well
-/// enough for one-second budget buckets and version times.
-pub fn unix_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
 }

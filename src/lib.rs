@@ -41,6 +41,7 @@ pub mod error;
 pub mod failure;
 pub mod fleet;
 pub mod idempotency;
+pub mod jobs;
 pub mod normalize;
 pub mod ops;
 pub mod prompts;
@@ -51,6 +52,7 @@ pub mod routes;
 pub mod server;
 pub mod state;
 pub mod upstream;
+pub mod wall;
 
 /// What the unit tests share.
 #[cfg(test)]

@@ -15,6 +15,8 @@ use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, StartError};
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
+use crate::jobs::runner::Runner;
+use crate::jobs::sqlite::SqliteJobs;
 use crate::ops::metrics::Metrics;
 use crate::prompts::{FileStore, PromptStore, RedisPrompts};
 use crate::upstream::{ClientOptions, Upstream};
@@ -36,6 +38,8 @@ pub struct AppState {
     pub redis: Option<Arc<Redis>>,
     /// The owner of every background task, drained at shutdown.
     pub background: Background,
+    /// Background jobs: their store and this replica's runs of them.
+    pub jobs: Runner,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -72,6 +76,7 @@ impl AppState {
                 Arc::new(MemoryStore::new(config.idempotency)),
             ),
         };
+        let jobs = job_runner(&config, &metrics)?;
         Ok(AppState {
             config: Arc::new(config),
             upstreams,
@@ -80,8 +85,25 @@ impl AppState {
             idempotency,
             redis,
             background,
+            jobs,
         })
     }
+}
+
+/// The job store (the state file; Redis's comes with the fleet) and its runner.
+fn job_runner(config: &Config, metrics: &Metrics) -> Result<Runner, StartError> {
+    let settings = &config.jobs;
+    let store = SqliteJobs::open(
+        &settings.state_db,
+        settings.webhook.is_some(),
+        settings.runner.ttl,
+        settings.runner.max_runs,
+    )?;
+    Ok(Runner::new(
+        Arc::new(store),
+        settings.runner,
+        metrics.clone(),
+    ))
 }
 
 /// The upstreams with their breakers and budgets (shared with the fleet when

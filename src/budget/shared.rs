@@ -20,7 +20,8 @@ use tokio::time::Instant;
 
 use super::{Budget, BudgetSettings, Counts, RetryBudget};
 use crate::background::{Background, Continue};
-use crate::fleet::{CALL_TIMEOUT, Redis, unix_millis};
+use crate::fleet::{CALL_TIMEOUT, Redis};
+use crate::wall::unix_millis;
 
 /// How often counts are shared: well within the contract's 1 s.
 pub const SHARE_EVERY: Duration = Duration::from_millis(250);

@@ -1,6 +1,7 @@
 //! One request to complete, as the attempt loop sees it.
 
 use bytes::Bytes;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::normalize::OutputKind;
 use crate::retry::{Deadline, RetryPolicy};
@@ -25,6 +26,11 @@ pub struct Job {
     pub answer_limit: Option<usize>,
     /// The model sent upstream, for the token counts.
     pub model: String,
+    /// An in-flight slot taken already (a job's run waits for its slot without a
+    /// time limit, and its deadline starts once it has it).
+    pub slot: Option<OwnedSemaphorePermit>,
+    /// For the log line: the job this is a run of.
+    pub job_id: Option<String>,
 }
 
 /// The completion route a request came in on.

@@ -66,6 +66,7 @@ impl Completion {
             outcome,
             wait_ms = self.time_waited().as_millis() as u64,
             queue_ms = self.queued.as_millis() as u64,
+            job_id = self.job.job_id.as_deref(),
             "completion ended"
         );
     }

@@ -90,16 +90,20 @@ pub struct Completion {
 
 impl Completion {
     /// Prepares a completion; nothing happens until it is polled.
-    pub fn new(shared: Arc<SharedUpstreams>, job: Job) -> Self {
+    pub fn new(shared: Arc<SharedUpstreams>, mut job: Job) -> Self {
+        let permit = job.slot.take();
         Completion {
             answer: Answer::new(job.answer_limit),
+            phase: match permit {
+                Some(_) => Phase::Starting,
+                None => Phase::Queued(None),
+            },
             job,
-            phase: Phase::Queued(None),
             order: None,
             probe: false,
             last_failure: None,
             attempt: 0,
-            permit: None,
+            permit,
             first_output_seen: false,
             sleep: None,
             queued: Duration::ZERO,

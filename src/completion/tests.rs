@@ -132,6 +132,8 @@ async fn run(
         request_id: "test".into(),
         route: CompletionRoute::Chat,
         answer_limit: Some(4 << 20),
+        slot: None,
+        job_id: None,
         model: "m".into(),
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(shared), job)

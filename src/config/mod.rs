@@ -18,6 +18,7 @@ use crate::retry::RetryPolicy;
 use self::settings::{Millis, Sources, invalid};
 
 mod fleet;
+mod jobs;
 mod proxy;
 mod resilience;
 mod secret;
@@ -25,6 +26,7 @@ pub mod settings;
 mod upstreams;
 
 pub use fleet::RedisSettings;
+pub use jobs::JobSettings;
 pub use proxy::UpstreamProxy;
 pub use resilience::BreakerMode;
 pub use secret::Secret;
@@ -87,6 +89,8 @@ pub struct Config {
     pub budget: BudgetSettings,
     /// The Redis that replicas share state through (`LADLE_REDIS_URL`), if any.
     pub redis: Option<RedisSettings>,
+    /// Background jobs and their webhooks.
+    pub jobs: JobSettings,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
@@ -200,6 +204,7 @@ impl Config {
             breaker_settings,
             budget,
             redis: fleet::load(&src)?,
+            jobs: jobs::load(&src, src.get::<Millis>("LADLE_REDIS_LEASE_MS")?.0)?,
             busy_keywords: BusyKeywords::parse(&src.get::<String>("LADLE_BUSY_KEYWORDS")?),
             max_body_bytes: src.get("LADLE_MAX_BODY_BYTES")?,
             max_answer_bytes: src.get("LADLE_MAX_ANSWER_BYTES")?,

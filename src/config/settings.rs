@@ -61,6 +61,16 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("LADLE_REDIS_URL", ""),
     ("LADLE_REDIS_PREFIX", "ladle:"),
     ("LADLE_REDIS_LEASE_MS", "10000"),
+    ("LADLE_STATE_DB", "ladle-state.db"),
+    ("LADLE_JOB_CONCURRENCY", "4"),
+    ("LADLE_JOB_MAX_QUEUED", "10000"),
+    ("LADLE_JOB_MAX_RUNS", "3"),
+    ("LADLE_JOB_RETRY_MS", "300000"),
+    ("LADLE_JOB_TTL_MS", "86400000"),
+    ("LADLE_JOB_WEBHOOK_URL", ""),
+    ("LADLE_JOB_WEBHOOK_SECRET", ""),
+    ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1000"),
+    ("LADLE_JOB_WEBHOOK_ATTEMPTS", "8"),
 ];
 
 /// The `LADLE_*` names among `names` that are no setting (typos, or settings of

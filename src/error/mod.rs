@@ -113,9 +113,19 @@ pub enum ApiError {
     /// The prompt store could not read or write a file.
     #[error("prompt storage failed: {0}")]
     Storage(String),
-    /// The fleet's Redis is unreachable, so an admin write cannot be shared.
-    #[error("the shared prompt store (Redis) is unreachable; try again shortly")]
+    /// The store a write or a job needs (the fleet's Redis, the state file) cannot
+    /// be reached: nothing is accepted that cannot be kept.
+    #[error("the store is unreachable; try again shortly")]
     StoreUnavailable,
+    /// No such job (or another client's, or expired).
+    #[error("no such job")]
+    JobNotFound,
+    /// The job is over already; it was left as it is.
+    #[error("the job is finished already")]
+    JobFinished,
+    /// Every run of a job was cut short by the process that ran it dying.
+    #[error("every run of the job was cut short by its process stopping")]
+    JobInterrupted,
 }
 
 impl ApiError {
@@ -141,6 +151,9 @@ impl ApiError {
             ApiError::InvalidPrompt { .. } => "invalid_prompt",
             ApiError::Storage(_) => "storage_failed",
             ApiError::StoreUnavailable => "store_unavailable",
+            ApiError::JobNotFound => "job_not_found",
+            ApiError::JobFinished => "job_finished",
+            ApiError::JobInterrupted => "job_interrupted",
         }
     }
 
@@ -162,6 +175,9 @@ impl ApiError {
             ApiError::UpstreamBusy { .. }
             | ApiError::Overloaded { .. }
             | ApiError::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::JobNotFound => StatusCode::NOT_FOUND,
+            ApiError::JobFinished => StatusCode::CONFLICT,
+            ApiError::JobInterrupted => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::EtagMismatch => StatusCode::PRECONDITION_FAILED,
@@ -191,7 +207,10 @@ impl ApiError {
             | ApiError::IdempotencyKeyReused
             | ApiError::Unauthorized
             | ApiError::EtagMismatch
-            | ApiError::InvalidPrompt { .. } => false,
+            | ApiError::InvalidPrompt { .. }
+            | ApiError::JobNotFound
+            | ApiError::JobFinished
+            | ApiError::JobInterrupted => false,
         }
     }
 

@@ -14,7 +14,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::spec::{Prompt, valid_name};
-use super::{PromptStore, Saved, StoreError, Version, rfc3339};
+use super::{PromptStore, Saved, StoreError, Version};
+use crate::wall::{rfc3339, unix_millis};
 
 #[derive(Default)]
 struct Entry {
@@ -109,7 +110,7 @@ impl FileStore {
             .history(name)?
             .first()
             .and_then(|v| v.version.split_once('-')?.0.parse::<u64>().ok());
-        let millis = version_millis(newest, now_millis());
+        let millis = version_millis(newest, unix_millis());
         let tag = super::spec::etag(&current);
         let version = format!("{millis:013}-{}", tag.trim_matches('"'));
         write_atomically(&dir.join(format!("{version}.toml")), &current)
@@ -340,13 +341,6 @@ fn io(error: std::io::Error) -> StoreError {
     StoreError::Io(error.to_string())
 }
 
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as u64
-}
-
 fn now_rfc3339() -> String {
-    rfc3339(now_millis())
+    rfc3339(unix_millis())
 }

@@ -13,10 +13,10 @@ pub mod spec;
 
 pub use self::files::FileStore;
 pub use self::redis::RedisPrompts;
+pub use crate::wall::rfc3339;
 pub use spec::{Prompt, PromptError, valid_name};
 
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 /// One earlier version of a prompt.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -79,12 +79,6 @@ pub trait PromptStore: Send + Sync {
     fn rollback(&self, name: &str, version: &str) -> Result<Saved, StoreError>;
     /// Looks at the backing storage again.
     fn refresh(&self);
-}
-
-/// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
-pub fn rfc3339(millis: u64) -> String {
-    let when = UNIX_EPOCH + std::time::Duration::from_millis(millis);
-    humantime::format_rfc3339_millis(when).to_string()
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use std::sync::{Arc, RwLock};
 use redis::Script;
 
 use super::{FileStore, Prompt, PromptStore, Saved, StoreError, Version, rfc3339, valid_name};
-use crate::fleet::{CALL_TIMEOUT, Redis, RedisDown, unix_millis};
+use crate::fleet::{CALL_TIMEOUT, Redis, RedisDown};
+use crate::wall::unix_millis;
 
 /// Copies `ARGV[3..]` (name, text, etag triples) in at time `ARGV[2]`, unless
 /// already seeded; the seed key holds `ARGV[1]`, an epoch no other seeding has.

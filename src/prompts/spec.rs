@@ -165,10 +165,13 @@ impl Prompt {
                 .and_then(|template| template.render(&context))
                 .map_err(|e| {
                     let placed = template_error(&self.source, role, &e);
+                    let why = match e.kind() {
+                        minijinja::ErrorKind::OutOfFuel => RenderFailed::Limits.to_string(),
+                        _ => describe(&e),
+                    };
                     PromptError {
                         message: format!(
-                            "messages.{role}: does not render with sample values: {}",
-                            describe(&e)
+                            "messages.{role}: does not render with sample values: {why}"
                         ),
                         ..placed
                     }

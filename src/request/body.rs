@@ -11,6 +11,8 @@ use std::fmt;
 
 use bytes::Bytes;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+use crate::error::ApiError;
 use serde_json::value::RawValue;
 
 /// Whether valid JSON text is an array with an element, read without parsing the
@@ -135,6 +137,16 @@ impl<'de> Deserialize<'de> for Key<'de> {
         }
         deserializer.deserialize_str(Name)
     }
+}
+
+/// A body parsed as JSON; failures are contract errors. The body is checked as
+/// UTF-8 once, as a whole: `from_slice` would check every key and string again.
+pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        ApiError::InvalidRequest(format!("body is not the expected JSON: {e}"))
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| invalid(&e))?;
+    serde_json::from_str(text).map_err(|e| invalid(&e))
 }
 
 #[cfg(test)]

@@ -4,7 +4,12 @@
 //! routes only turn HTTP into a `Call`.
 
 pub mod body;
+pub mod job_run;
 mod keyed;
+pub mod submit;
+mod task;
+
+pub use task::task_call;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +72,8 @@ impl Call {
             request_id: self.reply.request_id.clone(),
             route: self.reply.route.clone(),
             answer_limit: assembled.then_some(config.max_answer_bytes),
+            slot: None,
+            job_id: None,
             model: self.reply.model.clone(),
         }
     }

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::{CompletionHeaders, RawBody, noted};
 use crate::completion::CompletionRoute;
+use crate::completion::answer::MAX_CHOICES;
 use crate::error::ApiError;
 use crate::ops::observe::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
@@ -64,6 +65,16 @@ fn chat_call(
         })?,
         Some(_) => return Err(ApiError::InvalidRequest("`model` must be a string".into())),
     };
+    // Every choice of an answer ladle assembles is kept whole (contract 10).
+    if let Some(raw) = body.field("n") {
+        let n: Option<u64> = serde_json::from_str(raw.get())
+            .map_err(|_| ApiError::InvalidRequest("`n` must be a whole number".into()))?;
+        if n.is_some_and(|n| n == 0 || n > u64::from(MAX_CHOICES)) {
+            return Err(ApiError::InvalidRequest(format!(
+                "`n` must be between 1 and {MAX_CHOICES}"
+            )));
+        }
+    }
     let shape = match wants_stream {
         true => ResponseShape::ChatStream,
         false => ResponseShape::ChatJson,

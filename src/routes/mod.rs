@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod chat;
+pub mod jobs;
 pub mod ops;
 pub mod tasks;
 
@@ -15,12 +16,12 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 use crate::ops::observe::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
+pub use crate::request::body::json;
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.
@@ -135,16 +136,6 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     async fn from_request(request: Request, _: &S) -> Result<Self, ApiError> {
         read_body(request).await.map(RawBody)
     }
-}
-
-/// A body parsed as JSON; failures are contract errors. The body is checked as
-/// UTF-8 once, as a whole: `from_slice` would check every key and string again.
-pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
-    let invalid = |e: &dyn std::fmt::Display| {
-        ApiError::InvalidRequest(format!("body is not the expected JSON: {e}"))
-    };
-    let text = std::str::from_utf8(bytes).map_err(|e| invalid(&e))?;
-    serde_json::from_str(text).map_err(|e| invalid(&e))
 }
 
 /// The raw body, within the bounds `ops::request_body` set. A body that arrives

@@ -1,21 +1,18 @@
 //! `POST /v1/tasks/{name}`: prompt-template tasks.
 
 use axum::extract::{Extension, FromRequestParts, Path, State};
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderName, header};
 use axum::response::Response;
 use serde_json::{Map, Value};
-use tokio::time::Instant;
 
 use super::{CompletionHeaders, JsonBody, noted};
 use crate::completion::CompletionRoute;
-use crate::error::ApiError;
 use crate::ops::observe::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
-use crate::prompts::render;
 use crate::relay::{Reply, ResponseShape};
-use crate::request::body::ChatBody;
-use crate::request::{self, Call};
+use crate::request::submit::Submit;
+use crate::request::{self, task_call};
 use crate::state::AppState;
 
 /// Whether the caller asked for named SSE events: `Accept: text/event-stream`, or
@@ -40,17 +37,71 @@ impl<S: Send + Sync> FromRequestParts<S> for WantsEvents {
     }
 }
 
-/// Renders the task's prompt with the body's variables and completes it.
+/// Whether the caller asked for a background job (contract 7.1): `Prefer:
+/// respond-async` (other preferences in the header are ignored) or `?async=true`;
+/// and the request's `Cache-Control`, which each of its runs keeps.
+pub struct Submission {
+    asked: bool,
+    cache_control: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Submission {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let prefers = parts
+            .headers
+            .get_all(HeaderName::from_static("prefer"))
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|preference| {
+                let name = preference.split(';').next().unwrap_or_default();
+                name.trim().eq_ignore_ascii_case("respond-async")
+            });
+        let asked = parts.uri.query().is_some_and(|query| {
+            query
+                .split('&')
+                .any(|pair| matches!(pair, "async=true" | "async=1"))
+        });
+        let cache_control = parts
+            .headers
+            .get(header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Submission {
+            asked: prefers || asked,
+            cache_control,
+        })
+    }
+}
+
+/// Renders the task's prompt with the body's variables and completes it, or
+/// hands it over as a background job.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     State(app): State<AppState>,
     Extension(Arrival(arrived)): Extension<Arrival>,
     request_id: RequestId,
     Path(name): Path<String>,
     WantsEvents(wants_events): WantsEvents,
+    submission: Submission,
     headers: CompletionHeaders,
     JsonBody(variables): JsonBody<Map<String, Value>>,
 ) -> Response {
     let mut note = CompletionNote::default();
+    if submission.asked {
+        let submit = Submit {
+            task: name,
+            variables,
+            timeout: headers.timeout,
+            key: headers.key,
+            cache_control: submission.cache_control,
+            request_id: request_id.to_string(),
+            arrived,
+        };
+        return noted(request::submit::submit(&app, submit).await, note);
+    }
     let shape = match wants_events {
         true => ResponseShape::TaskEvents,
         false => ResponseShape::TaskJson,
@@ -62,49 +113,17 @@ pub async fn run(
         model: String::new(),
         keep_alive: None,
     };
-    let answer = match task_call(&app, reply, arrived, headers, variables).await {
+    let called = task_call(
+        &app,
+        reply,
+        arrived,
+        headers.timeout,
+        headers.key,
+        variables,
+    );
+    let answer = match called.await {
         Ok(call) => request::complete(&app, call, &mut note).await,
         Err(error) => Err(error),
     };
     noted(answer, note)
-}
-
-/// The task request as a `Call`: its prompt found, its variables checked and
-/// rendered (off the event loop), before any upstream call.
-async fn task_call(
-    app: &AppState,
-    mut reply: Reply,
-    arrived: Instant,
-    headers: CompletionHeaders,
-    variables: Map<String, Value>,
-) -> Result<Call, ApiError> {
-    let name = reply.route.task().unwrap_or_default().to_owned();
-    let prompt = app
-        .prompts
-        .get(&name)
-        .ok_or_else(|| ApiError::NotFound(format!("unknown task `{name}`")))?;
-    let rendered = render::render_off_loop(prompt.clone(), variables.clone()).await?;
-    reply.model = prompt
-        .model
-        .clone()
-        .or_else(|| app.config.model.clone())
-        .ok_or_else(|| {
-            ApiError::InvalidRequest(format!(
-                "task `{name}` names no model and LADLE_MODEL is unset"
-            ))
-        })?;
-    let mut fields = rendered.params;
-    fields.insert("messages".into(), Value::Array(rendered.messages));
-    // The rendered fields go through the chat body's writer: one place sets the
-    // model, `stream` and the usage request.
-    let text = serde_json::to_string(&fields).unwrap_or_default();
-    let body: ChatBody<'_> = super::json(text.as_bytes())?;
-    Ok(Call {
-        body: body.upstream(&reply.model, reply.shape.assembled()),
-        reply,
-        arrived,
-        timeout: headers.timeout,
-        key: headers.key.map(|key| (key, Value::Object(variables))),
-        prompt: Some(prompt),
-    })
 }

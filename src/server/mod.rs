@@ -38,9 +38,23 @@ pub async fn serve(
                 Continue::Yes
             }
         });
+    let runs = std::sync::Arc::new(crate::request::job_run::RunsTasks(state.clone()));
+    state.jobs.start(runs, &state.background);
+    if let Some(webhook) = &state.config.jobs.webhook {
+        let store = state.jobs.store().clone();
+        let (settings, metrics) = (webhook.clone(), state.metrics.clone());
+        let tick = state.config.jobs.runner.tick;
+        if let Err(why) =
+            crate::jobs::webhooks::send::start(store, settings, metrics, tick, &state.background)
+        {
+            tracing::warn!("{why}; webhooks are not sent");
+        }
+    }
     let background = state.background.clone();
+    let drain = longest_deadline(&state) + DRAIN_SLACK;
     let result = serve_connections(listener, state, shutdown).await;
-    if !background.drain(DRAIN_SLACK).await {
+    // Job runs that began before the signal finish within their deadline.
+    if !background.drain(drain).await {
         tracing::warn!("background work still running after the drain limit is dropped");
     }
     result

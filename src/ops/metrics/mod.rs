@@ -255,6 +255,49 @@ impl Metrics {
         }
     }
 
+    /// Sets `ladle_jobs{status}` for the unfinished statuses.
+    pub fn job_counts(&self, queued: u64, running: u64, retry_wait: u64) {
+        for (status, count) in [
+            ("queued", queued),
+            ("running", running),
+            ("retry_wait", retry_wait),
+        ] {
+            let key = Key::from_parts("ladle_jobs", vec![Label::new("status", status)]);
+            let gauge = self.inner.recorder.register_gauge(&key, &METADATA);
+            gauge.set(count as f64);
+        }
+    }
+
+    /// Counts a job that finished, by task and status.
+    pub fn job_finished(&self, task: &str, status: &'static str) {
+        let task = self
+            .inner
+            .bounded
+            .value("ladle_jobs_finished_total", "task", task);
+        let labels = vec![Label::new("task", task), Label::new("status", status)];
+        self.labelled_counter("ladle_jobs_finished_total", labels)
+            .increment(1);
+    }
+
+    /// Counts a job's run by task and how it ended (`2xx`, `4xx`, `5xx`,
+    /// `canceled`, `interrupted`).
+    pub fn job_run(&self, task: &str, outcome: &'static str) {
+        let task = self
+            .inner
+            .bounded
+            .value("ladle_job_runs_total", "task", task);
+        let labels = vec![Label::new("task", task), Label::new("outcome", outcome)];
+        self.labelled_counter("ladle_job_runs_total", labels)
+            .increment(1);
+    }
+
+    /// Counts a webhook attempt by what it led to (`delivered`, `retry`, `failed`).
+    pub fn webhook(&self, outcome: &'static str) {
+        let labels = vec![Label::new("outcome", outcome)];
+        self.labelled_counter("ladle_webhook_deliveries_total", labels)
+            .increment(1);
+    }
+
     /// Records a request's first output.
     pub fn first_output(&self, elapsed: Duration) {
         self.inner.first_output.record(elapsed.as_secs_f64());

@@ -32,6 +32,8 @@ pub fn fast_config(prompts_dir: &Path) -> Config {
             "LADLE_EARLY_RETRY_WINDOW_MS" => "1000",
             "LADLE_QUEUE_TIMEOUT_MS" => "200",
             "LADLE_PROMPT_RELOAD_MS" => "50",
+            // Every gateway of the test process keeps its jobs in memory.
+            "LADLE_STATE_DB" => ":memory:",
             // The machine's own proxy variables never steer a test's upstream.
             "LADLE_UPSTREAM_PROXY" => "none",
             _ => return None,

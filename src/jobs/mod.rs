@@ -1,0 +1,140 @@
+//! Background jobs (contract 7.1) and their webhooks (7.2): work a caller hands
+//! ladle and comes back for. A job is committed to the store before its `202`
+//! goes out, run by this replica's `runner` (at most `LADLE_JOB_CONCURRENCY` at
+//! once, oldest first) as an ordinary task request, and its outcome decided by
+//! `outcome` (the one judge of what a run's end means for its job).
+//!
+//! The store is an interface with two variants: `sqlite` (one file, one process,
+//! one writer thread committing many calls at once) and `redis` (a fleet's, runs
+//! held by a lease).
+
+pub mod outcome;
+pub mod record;
+pub mod runner;
+pub mod sqlite;
+pub mod webhooks;
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+pub use self::outcome::RunEnd;
+pub use self::record::{Delivery, Job, JobRequest, JobStatus};
+
+/// The store could not be reached or could not write (`503 store_unavailable`:
+/// nothing is accepted that cannot be kept).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the job store is unavailable: {0}")]
+pub struct StoreDown(pub String);
+
+/// What a submit led to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    /// Written (committed) as given.
+    Accepted(Job),
+    /// `LADLE_JOB_MAX_QUEUED` jobs are not finished yet: nothing was written.
+    Full,
+}
+
+/// What a cancel led to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Canceled {
+    /// No such job (or another client's, or expired).
+    Unknown,
+    /// The job was already over: unchanged.
+    Finished(Job),
+    /// The job is canceled now (the status it left is in the change).
+    Now(Moved),
+}
+
+/// How many jobs are in each unfinished status (`ladle_jobs{status}`), and how
+/// old the oldest queued one is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Queued jobs.
+    pub queued: u64,
+    /// Running jobs.
+    pub running: u64,
+    /// Jobs waiting for their next run.
+    pub retry_wait: u64,
+}
+
+/// A status change, for its log line and metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    /// The job after the change.
+    pub job: Job,
+    /// The status it left (`None` for a new job).
+    pub from: Option<JobStatus>,
+}
+
+/// Where jobs live. Times are Unix milliseconds; every write is durable when
+/// its future resolves.
+pub trait JobStore: Send + Sync {
+    /// Writes a new job, unless `max_queued` jobs are unfinished already.
+    fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>>;
+
+    /// The job, if it exists, belongs to `client`, and has not expired.
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>>;
+
+    /// Cancels a job of `client` that is not over.
+    fn cancel<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Canceled, StoreDown>>;
+
+    /// Starts the next run of the oldest job that is due (queued, or waiting with
+    /// its time come): it is `running` with one more run, held for `lease`.
+    fn claim(&self, now: u64, lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>>;
+
+    /// Ends run `run` of job `id` as `end`, if that run still holds the job (a
+    /// canceled or taken-over job is left as it is); the change, if made.
+    fn finish<'a>(
+        &'a self,
+        id: &'a str,
+        run: u32,
+        end: RunEnd,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>>;
+
+    /// Keeps this replica's runs (id, run) held for another `lease`; the ones
+    /// that no longer hold their job (canceled meanwhile) come back.
+    fn renew<'a>(
+        &'a self,
+        runs: &'a [(String, u32)],
+        now: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Vec<String>, StoreDown>>;
+
+    /// Ends runs that no process holds any more (cut by a crash): queued again,
+    /// or `failed` with `job_interrupted` when `max_runs` were used; and moves
+    /// waiting jobs whose time has come back to `queued`. The changes made.
+    fn sweep(&self, now: u64, max_runs: u32) -> BoxFuture<'_, Result<Vec<Moved>, StoreDown>>;
+
+    /// Forgets jobs finished more than `ttl` ago.
+    fn expire(&self, now: u64, ttl: Duration) -> BoxFuture<'_, Result<u64, StoreDown>>;
+
+    /// The unfinished jobs by status.
+    fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>>;
+
+    /// Finished jobs whose webhook delivery is due at `now`, each held for
+    /// `lease` so that no other sender takes it meanwhile.
+    fn due_deliveries(
+        &self,
+        now: u64,
+        lease: Duration,
+    ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>>;
+
+    /// Records a delivery attempt's result.
+    fn delivered<'a>(
+        &'a self,
+        id: &'a str,
+        delivery: Delivery,
+    ) -> BoxFuture<'a, Result<(), StoreDown>>;
+}

@@ -1,0 +1,289 @@
+//! This replica's runs of jobs: at most `LADLE_JOB_CONCURRENCY` at once, oldest
+//! first, each an ordinary task request (`RunTask`, given by the request module),
+//! its end judged by `outcome::judge` and written back. Runs are background work
+//! of the app's one owner: `SIGTERM` stops new runs and waits for running ones,
+//! and queued jobs stay queued for the next start.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::outcome::{RunError, judge};
+use super::{Job, JobStore, Moved};
+use crate::background::Background;
+use crate::ops::metrics::Metrics;
+use crate::wall::unix_millis;
+
+/// How one run of a job is made: the task request, by ladle itself.
+pub trait RunTask: Send + Sync {
+    /// Runs `job`'s request with `request_id`; its `200` body, or its error.
+    fn run(&self, job: &Job, request_id: String) -> BoxFuture<'static, Result<Value, RunError>>;
+}
+
+/// The settings the runner works by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerSettings {
+    /// `LADLE_JOB_CONCURRENCY`.
+    pub concurrency: usize,
+    /// `LADLE_JOB_MAX_RUNS`.
+    pub max_runs: u32,
+    /// `LADLE_JOB_RETRY_MS`.
+    pub retry: Duration,
+    /// `LADLE_JOB_TTL_MS`.
+    pub ttl: Duration,
+    /// How long a run holds its job without renewal (`LADLE_REDIS_LEASE_MS`).
+    pub lease: Duration,
+    /// How often the store is looked at for new work and canceled runs.
+    pub tick: Duration,
+}
+
+/// The runner's handle: what the API needs of it.
+#[derive(Clone)]
+pub struct Runner {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    store: Arc<dyn JobStore>,
+    /// How runs are made: given when the runner starts (the app it runs through
+    /// holds the runner).
+    task: std::sync::OnceLock<Arc<dyn RunTask>>,
+    settings: RunnerSettings,
+    metrics: Metrics,
+    slots: Arc<Semaphore>,
+    /// This replica's runs: job id → (run number, its cancel switch).
+    running: Mutex<HashMap<String, (u32, CancellationToken)>>,
+    /// Bumped at every change of a job this replica saw: waiters look again.
+    changes: watch::Sender<u64>,
+    /// Asks the loop to look for work now (a submit).
+    wake: tokio::sync::Notify,
+}
+
+impl Runner {
+    /// A runner for `store`'s jobs; it runs once `start`ed.
+    pub fn new(store: Arc<dyn JobStore>, settings: RunnerSettings, metrics: Metrics) -> Runner {
+        Runner {
+            shared: Arc::new(Shared {
+                store,
+                task: std::sync::OnceLock::new(),
+                settings,
+                metrics,
+                slots: Arc::new(Semaphore::new(settings.concurrency.max(1))),
+                running: Mutex::default(),
+                changes: watch::channel(0).0,
+                wake: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// The jobs' store.
+    pub fn store(&self) -> &Arc<dyn JobStore> {
+        &self.shared.store
+    }
+
+    /// Starts the loop (until shutdown): sweeps, claims, renews, counts; a round
+    /// every tick, or at once after a submit.
+    pub fn start(&self, task: Arc<dyn RunTask>, background: &Background) {
+        if self.shared.task.set(task).is_err() {
+            return;
+        }
+        let (shared, owner) = (self.shared.clone(), background.clone());
+        let stopping = background.stopping();
+        drop(background.spawn(async move {
+            for turn in 0u64.. {
+                round(&shared, &owner, &stopping).await;
+                // Counting and forgetting need not be as prompt as claiming.
+                let per_second = (1_000 / shared.settings.tick.as_millis().max(1)) as u64;
+                if turn % per_second.max(1) == 0 {
+                    account(&shared).await;
+                }
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    () = shared.wake.notified() => {}
+                    () = tokio::time::sleep(shared.settings.tick) => {}
+                }
+            }
+        }));
+    }
+
+    /// A new job was written: it is worth looking for work before the next tick.
+    pub fn submitted(&self, moved: &Moved) {
+        log_move(moved);
+        self.shared.changes.send_modify(|n| *n += 1);
+        self.shared.wake.notify_one();
+    }
+
+    /// A job was canceled: its run on this replica, if any, stops now.
+    pub fn canceled(&self, moved: &Moved) {
+        log_move(moved);
+        if let Some((_, switch)) = lock(&self.shared.running).get(&moved.job.id) {
+            switch.cancel();
+        }
+        self.shared.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Resolves at the next change this replica sees (or after `at_most`, so a
+    /// change made on another replica is noticed too).
+    pub async fn next_change(&self, at_most: Duration) {
+        let mut changes = self.shared.changes.subscribe();
+        let _ = tokio::time::timeout(at_most, changes.changed()).await;
+    }
+}
+
+/// One round of the loop.
+async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &CancellationToken) {
+    let now = unix_millis();
+    let settings = shared.settings;
+    if let Ok(moved) = shared.store.sweep(now, settings.max_runs).await {
+        for change in &moved {
+            log_move(change);
+            // A run the last process (or a dead replica) held was cut.
+            if change.from == Some(super::JobStatus::Running) {
+                shared
+                    .metrics
+                    .job_run(&change.job.request.task, "interrupted");
+            }
+            note_finished(shared, change);
+        }
+        if !moved.is_empty() {
+            shared.changes.send_modify(|n| *n += 1);
+        }
+    }
+    renew(shared, now).await;
+    while !stopping.is_cancelled() {
+        let Ok(slot) = shared.slots.clone().try_acquire_owned() else {
+            break;
+        };
+        let Ok(Some(claimed)) = shared.store.claim(now, settings.lease).await else {
+            break;
+        };
+        log_move(&claimed);
+        shared.changes.send_modify(|n| *n += 1);
+        let (shared, job) = (shared.clone(), claimed.job);
+        drop(owner.spawn(async move {
+            run(&shared, job).await;
+            drop(slot);
+        }));
+    }
+}
+
+/// The gauges, and the finished jobs past their time forgotten.
+async fn account(shared: &Shared) {
+    if let Ok(counts) = shared.store.counts().await {
+        let metrics = &shared.metrics;
+        metrics.job_counts(counts.queued, counts.running, counts.retry_wait);
+    }
+    let _ = shared
+        .store
+        .expire(unix_millis(), shared.settings.ttl)
+        .await;
+}
+
+/// Tells the store this replica still holds its runs, and stops the ones whose
+/// job was canceled on another replica.
+async fn renew(shared: &Shared, now: u64) {
+    let held: Vec<(String, u32)> = lock(&shared.running)
+        .iter()
+        .map(|(id, (run, _))| (id.clone(), *run))
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    if let Ok(gone) = shared.store.renew(&held, now, shared.settings.lease).await {
+        let running = lock(&shared.running);
+        for id in gone {
+            if let Some((_, switch)) = running.get(&id) {
+                switch.cancel();
+            }
+        }
+    }
+}
+
+/// One run: the task request, unless the job is canceled meanwhile; its end is
+/// written back (again and again while the store is unreachable).
+async fn run(shared: &Arc<Shared>, job: Job) {
+    let switch = CancellationToken::new();
+    lock(&shared.running).insert(job.id.clone(), (job.runs, switch.clone()));
+    let request_id = job.run_id.clone().unwrap_or_default();
+    let task = &job.request.task;
+    let Some(runs) = shared.task.get() else {
+        return;
+    };
+    let ended = tokio::select! {
+        () = switch.cancelled() => None,
+        ended = runs.run(&job, request_id) => Some(ended),
+    };
+    lock(&shared.running).remove(&job.id);
+    let Some(ended) = ended else {
+        shared.metrics.job_run(task, "canceled");
+        return;
+    };
+    let class = match &ended {
+        Ok(_) => "2xx",
+        Err(error) if (400..500).contains(&error.status) => "4xx",
+        Err(_) => "5xx",
+    };
+    shared.metrics.job_run(task, class);
+    let settings = shared.settings;
+    let end = judge(
+        ended,
+        job.runs,
+        settings.max_runs,
+        settings.retry,
+        unix_millis(),
+    );
+    loop {
+        match shared
+            .store
+            .finish(&job.id, job.runs, end.clone(), unix_millis())
+            .await
+        {
+            Ok(Some(moved)) => {
+                log_move(&moved);
+                note_finished(shared, &moved);
+                shared.changes.send_modify(|n| *n += 1);
+                return;
+            }
+            // Canceled (or taken over) meanwhile: left as it is.
+            Ok(None) => return,
+            Err(down) => {
+                tracing::warn!(job_id = %job.id, error = %down, "a run's outcome waits for the store");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// Counts a job that just finished.
+fn note_finished(shared: &Shared, moved: &Moved) {
+    if moved.job.status.finished() && moved.from.is_some_and(|from| !from.finished()) {
+        let job = &moved.job;
+        shared
+            .metrics
+            .job_finished(&job.request.task, job.status.name());
+    }
+}
+
+/// One log line per change of a job's status.
+pub fn log_move(moved: &Moved) {
+    let job = &moved.job;
+    tracing::info!(
+        job_id = %job.id,
+        task = %job.request.task,
+        from = moved.from.map(super::JobStatus::name),
+        to = job.status.name(),
+        runs = job.runs,
+        "job status changed"
+    );
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,316 @@
+//! The job store's calls, as SQL run by the writer thread.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::rows::{self, COLUMNS};
+use super::{SqliteJobs, Tally};
+use crate::error::ApiError;
+use crate::jobs::{
+    Canceled, Counts, Delivery, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown, Submitted,
+};
+
+/// The schema; `seq` keeps creation order (jobs start oldest first).
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    client TEXT NOT NULL,
+    status TEXT NOT NULL,
+    runs INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    due_at INTEGER,
+    request TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    delivery TEXT,
+    delivery_due INTEGER,
+    run_id TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_delivery ON jobs (delivery_due) WHERE delivery_due IS NOT NULL;
+";
+
+const UNFINISHED: &str = "status IN ('queued', 'running', 'retry_wait')";
+
+/// The unfinished jobs in the file.
+pub fn unfinished(connection: &Connection) -> rusqlite::Result<u64> {
+    connection.query_row(
+        &format!("SELECT COUNT(*) FROM jobs WHERE {UNFINISHED}"),
+        [],
+        |row| row.get::<_, i64>(0).map(|n| n as u64),
+    )
+}
+
+/// Ends the runs the last process on the file held (it died, or was killed):
+/// queued again, or failed with `job_interrupted` when they used all `max_runs`.
+pub fn recover(
+    connection: &mut Connection,
+    webhooks: bool,
+    max_runs: u32,
+    tally: &mut Tally,
+) -> rusqlite::Result<Vec<Moved>> {
+    let tx = connection.transaction()?;
+    let now = crate::wall::unix_millis();
+    let mut changed = Vec::new();
+    for mut job in select(&tx, "status = 'running' AND ?1 = ?1", 0)? {
+        let to = if job.runs >= max_runs {
+            let request_id = job.run_id.clone().unwrap_or_default();
+            job.error = Some(ApiError::JobInterrupted.body(&request_id)["error"].clone());
+            JobStatus::Failed
+        } else {
+            JobStatus::Queued
+        };
+        let moved = moved(webhooks, job, to, now, tally);
+        rows::write(&tx, &moved.job)?;
+        changed.push(moved);
+    }
+    tx.commit()?;
+    Ok(changed)
+}
+
+/// The job `id`, of whatever client.
+fn find(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<Option<Job>> {
+    tx.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
+        .query_row([id], rows::read)
+        .optional()
+}
+
+/// The jobs a `WHERE` clause picks, oldest first.
+fn select(tx: &Transaction<'_>, clause: &str, at: i64) -> rusqlite::Result<Vec<Job>> {
+    let mut statement = tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM jobs WHERE {clause} ORDER BY seq"
+    ))?;
+    let rows = statement.query_map([at], rows::read)?;
+    rows.collect()
+}
+
+/// `job` moved to `to` at `now`; a job that finishes with `webhooks` on gets its
+/// delivery, due now.
+fn moved(webhooks: bool, mut job: Job, to: JobStatus, now: u64, tally: &mut Tally) -> Moved {
+    let from = job.status;
+    if !from.finished() && to.finished() {
+        tally.unfinished = tally.unfinished.saturating_sub(1);
+        if webhooks {
+            job.delivery = Some(Delivery::pending(now));
+        }
+    }
+    job.status = to;
+    job.updated_at = now;
+    Moved {
+        job,
+        from: Some(from),
+    }
+}
+
+/// Whether a finished job is past its `ttl`.
+fn expired(ttl: Duration, job: &Job, now: u64) -> bool {
+    job.status.finished() && job.updated_at + ttl.as_millis() as u64 <= now
+}
+
+impl JobStore for SqliteJobs {
+    fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
+        self.call(move |tx, tally| {
+            if tally.unfinished >= max_queued {
+                return Ok(Submitted::Full);
+            }
+            rows::write(tx, &job)?;
+            tally.unfinished += 1;
+            Ok(Submitted::Accepted(job))
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>> {
+        let (id, client, ttl) = (id.to_owned(), client.to_owned(), self.ttl);
+        let now = crate::wall::unix_millis();
+        self.call(move |tx, _| {
+            Ok(find(tx, &id)?.filter(|job| job.client == client && !expired(ttl, job, now)))
+        })
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Canceled, StoreDown>> {
+        let (id, client) = (id.to_owned(), client.to_owned());
+        let (ttl, webhooks) = (self.ttl, self.webhooks);
+        self.call(move |tx, tally| {
+            let Some(job) = find(tx, &id)?.filter(|j| j.client == client) else {
+                return Ok(Canceled::Unknown);
+            };
+            if expired(ttl, &job, now) {
+                return Ok(Canceled::Unknown);
+            }
+            if job.status.finished() {
+                return Ok(Canceled::Finished(job));
+            }
+            let moved = moved(webhooks, job, JobStatus::Canceled, now, tally);
+            rows::write(tx, &moved.job)?;
+            Ok(Canceled::Now(moved))
+        })
+    }
+
+    fn claim(&self, now: u64, _lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>> {
+        let webhooks = self.webhooks;
+        self.call(move |tx, tally| {
+            let mut oldest = tx.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1"
+            ))?;
+            let Some(mut job) = oldest.query_row([], rows::read).optional()? else {
+                return Ok(None);
+            };
+            job.runs += 1;
+            job.run_id = Some(uuid::Uuid::new_v4().hyphenated().to_string());
+            let moved = moved(webhooks, job, JobStatus::Running, now, tally);
+            rows::write(tx, &moved.job)?;
+            Ok(Some(moved))
+        })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        id: &'a str,
+        run: u32,
+        end: RunEnd,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
+        let (id, webhooks) = (id.to_owned(), self.webhooks);
+        self.call(move |tx, tally| {
+            let Some(mut job) =
+                find(tx, &id)?.filter(|j| j.status == JobStatus::Running && j.runs == run)
+            else {
+                return Ok(None);
+            };
+            let to = match end {
+                RunEnd::Succeeded(result) => {
+                    job.result = Some(result);
+                    JobStatus::Succeeded
+                }
+                RunEnd::Waiting { error, until } => {
+                    job.error = Some(error);
+                    job.next_run_at = Some(until);
+                    JobStatus::RetryWait
+                }
+                RunEnd::Failed(error) => {
+                    job.error = Some(error);
+                    JobStatus::Failed
+                }
+                RunEnd::Canceled => JobStatus::Canceled,
+            };
+            let moved = moved(webhooks, job, to, now, tally);
+            rows::write(tx, &moved.job)?;
+            Ok(Some(moved))
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        runs: &'a [(String, u32)],
+        _now: u64,
+        _lease: Duration,
+    ) -> BoxFuture<'a, Result<Vec<String>, StoreDown>> {
+        // One process holds the file: a run needs no lease, only the news that
+        // its job was canceled meanwhile.
+        let runs = runs.to_vec();
+        self.call(move |tx, _| {
+            let mut gone = Vec::new();
+            for (id, run) in runs {
+                let held = find(tx, &id)?
+                    .is_some_and(|job| job.status == JobStatus::Running && job.runs == run);
+                if !held {
+                    gone.push(id);
+                }
+            }
+            Ok(gone)
+        })
+    }
+
+    fn sweep(&self, now: u64, _max_runs: u32) -> BoxFuture<'_, Result<Vec<Moved>, StoreDown>> {
+        let webhooks = self.webhooks;
+        self.call(move |tx, tally| {
+            // Runs cut by the last process's end were ended at open; told once.
+            let mut changed = std::mem::take(&mut tally.recovered);
+            for job in select(tx, "status = 'retry_wait' AND due_at <= ?1", now as i64)? {
+                let mut moved = moved(webhooks, job, JobStatus::Queued, now, tally);
+                moved.job.next_run_at = None;
+                rows::write(tx, &moved.job)?;
+                changed.push(moved);
+            }
+            Ok(changed)
+        })
+    }
+
+    fn expire(&self, now: u64, ttl: Duration) -> BoxFuture<'_, Result<u64, StoreDown>> {
+        let before = now.saturating_sub(ttl.as_millis() as u64) as i64;
+        self.call(move |tx, _| {
+            let gone = tx.execute(
+                "DELETE FROM jobs WHERE status IN ('succeeded', 'failed', 'canceled') \
+                 AND updated_at <= ?1 AND delivery_due IS NULL",
+                params![before],
+            )?;
+            Ok(gone as u64)
+        })
+    }
+
+    fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>> {
+        self.call(|tx, _| {
+            let mut counts = Counts::default();
+            let mut statement = tx.prepare_cached(&format!(
+                "SELECT status, COUNT(*) FROM jobs WHERE {UNFINISHED} GROUP BY status"
+            ))?;
+            let rows = statement.query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64))
+            })?;
+            for row in rows {
+                match row? {
+                    (status, n) if status == "queued" => counts.queued = n,
+                    (status, n) if status == "running" => counts.running = n,
+                    (_, n) => counts.retry_wait = n,
+                }
+            }
+            Ok(counts)
+        })
+    }
+
+    fn due_deliveries(
+        &self,
+        now: u64,
+        lease: Duration,
+    ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
+        let held_until = (now + lease.as_millis() as u64) as i64;
+        self.call(move |tx, _| {
+            let due = select(tx, "delivery_due <= ?1", now as i64)?;
+            for job in &due {
+                tx.execute(
+                    "UPDATE jobs SET delivery_due = ?1 WHERE id = ?2",
+                    params![held_until, job.id],
+                )?;
+            }
+            Ok(due)
+        })
+    }
+
+    fn delivered<'a>(
+        &'a self,
+        id: &'a str,
+        delivery: Delivery,
+    ) -> BoxFuture<'a, Result<(), StoreDown>> {
+        let id = id.to_owned();
+        self.call(move |tx, _| {
+            if let Some(mut job) = find(tx, &id)? {
+                job.delivery = Some(delivery);
+                rows::write(tx, &job)?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! The sender: every tick, the deliveries that are due (held meanwhile, so no
+//! other sender makes them too), each `POST`ed once: a `2xx` within 10 s is
+//! delivered, anything else is tried again after its back-off. Its client is
+//! reqwest, as the upstream's is, with no redirects and no retries of its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
+
+use super::{WebhookSettings, body};
+use crate::background::{Background, Continue};
+use crate::jobs::{Job, JobStore};
+use crate::ops::metrics::Metrics;
+use crate::wall::unix_millis;
+
+/// How long an attempt may take before it counts as failed.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a sender holds a delivery it took: longer than any attempt.
+const HOLD: Duration = Duration::from_secs(15);
+
+/// Sends due deliveries every `tick` until shutdown.
+pub fn start(
+    store: Arc<dyn JobStore>,
+    settings: WebhookSettings,
+    metrics: Metrics,
+    tick: Duration,
+    background: &Background,
+) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
+        .timeout(ATTEMPT_TIMEOUT)
+        .build()
+        .map_err(|_| "LADLE_JOB_WEBHOOK_URL: the webhook client cannot be built".to_owned())?;
+    let settings = Arc::new(settings);
+    background.every(tick, None, move || {
+        let (store, settings, metrics, client) = (
+            store.clone(),
+            settings.clone(),
+            metrics.clone(),
+            client.clone(),
+        );
+        async move {
+            let Ok(due) = store.due_deliveries(unix_millis(), HOLD).await else {
+                return Continue::Yes;
+            };
+            for job in due {
+                attempt(&store, &settings, &metrics, &client, job).await;
+            }
+            Continue::Yes
+        }
+    });
+    Ok(())
+}
+
+/// One attempt of one delivery, and its result written back.
+async fn attempt(
+    store: &Arc<dyn JobStore>,
+    settings: &WebhookSettings,
+    metrics: &Metrics,
+    client: &reqwest::Client,
+    job: Job,
+) {
+    let Some(delivery) = job.delivery.clone() else {
+        return;
+    };
+    let payload = body(&job, &delivery).to_string();
+    let timestamp = unix_millis() / 1_000;
+    let mut request = client
+        .post(&settings.url)
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header("webhook-id", &delivery.id)
+        .header("webhook-timestamp", timestamp.to_string());
+    if let Some(key) = &settings.key {
+        let mut signature =
+            HeaderValue::from_str(&key.sign(&delivery.id, timestamp, payload.as_bytes()))
+                .unwrap_or(HeaderValue::from_static(""));
+        signature.set_sensitive(true);
+        request = request.header("webhook-signature", signature);
+    }
+    let answered = request.body(payload).send().await;
+    let status = answered.as_ref().ok().map(|r| r.status().as_u16());
+    let delivered = status.is_some_and(|s| (200..300).contains(&s));
+    let after = settings.after_attempt(delivery, delivered, unix_millis());
+    tracing::info!(
+        job_id = %job.id,
+        webhook_id = %after.id,
+        status = status.map_or_else(|| "error".to_owned(), |s| s.to_string()),
+        attempt = after.attempts,
+        "webhook attempt"
+    );
+    let outcome = match after.status.as_str() {
+        "delivered" => "delivered",
+        "failed" => "failed",
+        _ => "retry",
+    };
+    metrics.webhook(outcome);
+    // Unreachable: the delivery's hold runs out and it is made again.
+    let _ = store.delivered(&job.id, after).await;
+}

@@ -1,0 +1,59 @@
+//! A job's run: the synchronous task request, made by ladle itself (contract
+//! 7.1). It waits for an in-flight slot without a time limit, and its deadline
+//! starts once it has one; everything else (back-off, fallback, breakers,
+//! budgets) is the ordinary request's.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::task_call;
+use crate::completion::{Completion, CompletionRoute};
+use crate::error::ApiError;
+use crate::jobs::Job;
+use crate::jobs::outcome::RunError;
+use crate::jobs::runner::RunTask;
+use crate::relay::{self, Reply, ResponseShape};
+use crate::state::AppState;
+
+/// Runs jobs' tasks through this app.
+pub struct RunsTasks(pub AppState);
+
+impl RunTask for RunsTasks {
+    fn run(&self, job: &Job, request_id: String) -> BoxFuture<'static, Result<Value, RunError>> {
+        let (app, job) = (self.0.clone(), job.clone());
+        Box::pin(async move {
+            let reply = Reply {
+                shape: ResponseShape::TaskJson,
+                request_id: request_id.clone(),
+                route: CompletionRoute::Task(job.request.task.clone()),
+                model: String::new(),
+                keep_alive: None,
+            };
+            let failed = |error: ApiError| RunError {
+                object: error.body(&request_id)["error"].clone(),
+                status: error.status().as_u16(),
+                retryable: error.retryable(),
+                retry_after: error.retry_after(),
+            };
+            let slot = Arc::clone(&app.upstreams.inflight)
+                .acquire_owned()
+                .await
+                .map_err(|_| failed(ApiError::UpstreamFailed("the gateway is stopping".into())))?;
+            let timeout = job.request.timeout_ms.map(std::time::Duration::from_millis);
+            let variables = job.request.variables.clone();
+            let call = task_call(&app, reply, Instant::now(), timeout, None, variables)
+                .await
+                .map_err(failed)?;
+            let mut run = call.job(&app.config);
+            run.slot = Some(slot);
+            run.job_id = Some(job.id.clone());
+            match relay::outcome(Completion::new(app.upstreams.clone(), run)).await {
+                Ok(finished) => Ok(call.reply.body(&finished)),
+                Err((error, _)) => Err(failed(error)),
+            }
+        })
+    }
+}

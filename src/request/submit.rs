@@ -1,0 +1,153 @@
+//! A task request handed over as a background job (contract 7.1): checked as the
+//! synchronous request would be, written (durably) to the job store, and
+//! answered `202` at once. With an `Idempotency-Key`, the same submit again while
+//! the key is kept gets the same job back.
+
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use super::task_call;
+use crate::completion::CompletionRoute;
+use crate::error::ApiError;
+use crate::idempotency::{self, Lookup};
+use crate::jobs::{Job, JobRequest, Moved, Submitted, record};
+use crate::relay::replay::REPLAYED;
+use crate::relay::{Reply, ResponseShape};
+use crate::state::AppState;
+use crate::wall::unix_millis;
+
+/// What a submit carries.
+pub struct Submit {
+    /// The task.
+    pub task: String,
+    /// Its variables.
+    pub variables: Map<String, Value>,
+    /// `X-Request-Timeout-Ms`, which shortens each run's deadline.
+    pub timeout: Option<Duration>,
+    /// `Idempotency-Key`.
+    pub key: Option<String>,
+    /// `Cache-Control`, kept for each run.
+    pub cache_control: Option<String>,
+    /// The submit's request id.
+    pub request_id: String,
+    /// When it arrived.
+    pub arrived: Instant,
+}
+
+/// How long a submit waits for an identical one in progress to be written.
+const JOINING: Duration = Duration::from_secs(5);
+
+/// Checks, writes and answers a submit.
+pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError> {
+    // Exactly the synchronous request's checks, before anything is created.
+    let reply = Reply {
+        shape: ResponseShape::TaskJson,
+        request_id: submit.request_id.clone(),
+        route: CompletionRoute::Task(submit.task.clone()),
+        model: String::new(),
+        keep_alive: None,
+    };
+    let variables = submit.variables.clone();
+    task_call(app, reply, submit.arrived, submit.timeout, None, variables).await?;
+    let request = JobRequest {
+        v: record::VERSION,
+        task: submit.task.clone(),
+        variables: submit.variables.clone(),
+        timeout_ms: submit.timeout.map(|t| t.as_millis() as u64),
+        cache_control: submit.cache_control.clone(),
+    };
+    let Some(key) = &submit.key else {
+        return create(app, request).await.map(|job| accepted(&job, false));
+    };
+    // A submit and a synchronous request never share a key's record.
+    let path = format!("submit:/v1/tasks/{}", submit.task);
+    let fingerprint = idempotency::fingerprint(&path, &Value::Object(submit.variables), false);
+    let now = Instant::now();
+    match app
+        .idempotency
+        .begin(key, fingerprint, now, now + JOINING)
+        .await
+    {
+        Lookup::Reused => Err(ApiError::IdempotencyKeyReused),
+        Lookup::Kept(kept) => replay_or_create(app, &kept, request).await,
+        Lookup::Wait(outcome) => match tokio::time::timeout(JOINING, outcome).await {
+            Ok(Some(Ok(kept))) => replay_or_create(app, &kept, request).await,
+            Ok(Some(Err((error, _)))) => Err(error),
+            _ => Err(ApiError::StoreUnavailable),
+        },
+        Lookup::Run(slot) => match create(app, request).await {
+            Ok(job) => {
+                slot.succeed(std::sync::Arc::new(json!({ "job": job.id })))
+                    .await;
+                Ok(accepted(&job, false))
+            }
+            Err(error) => {
+                slot.fail(error.clone(), 0).await;
+                Err(error)
+            }
+        },
+    }
+}
+
+/// The job a kept submit made, as it is now; a new one if it has expired.
+async fn replay_or_create(
+    app: &AppState,
+    kept: &Value,
+    request: JobRequest,
+) -> Result<Response, ApiError> {
+    let id = kept["job"].as_str().unwrap_or_default();
+    let found = app
+        .jobs
+        .store()
+        .get(id, "")
+        .await
+        .map_err(|_| ApiError::StoreUnavailable)?;
+    match found {
+        Some(job) => Ok(accepted(&job, true)),
+        None => create(app, request).await.map(|job| accepted(&job, false)),
+    }
+}
+
+/// Writes a new job; it is durable when this returns.
+async fn create(app: &AppState, request: JobRequest) -> Result<Job, ApiError> {
+    let job = Job::queued(request, "", unix_millis());
+    let max = app.config.jobs.max_queued;
+    match app.jobs.store().submit(job, max).await {
+        Ok(Submitted::Accepted(job)) => {
+            app.jobs.submitted(&Moved {
+                job: job.clone(),
+                from: None,
+            });
+            Ok(job)
+        }
+        Ok(Submitted::Full) => Err(ApiError::Overloaded {
+            retry_after: Duration::from_secs(5),
+        }),
+        Err(down) => {
+            tracing::warn!(error = %down, "a submit found the job store unavailable");
+            Err(ApiError::StoreUnavailable)
+        }
+    }
+}
+
+/// `202 Accepted` with the job, where to find it, and what was done.
+fn accepted(job: &Job, replayed: bool) -> Response {
+    let location = format!("/v1/jobs/{}", job.id);
+    let mut response = (StatusCode::ACCEPTED, axum::Json(job.view())).into_response();
+    let headers = response.headers_mut();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, location);
+    }
+    headers.insert(
+        HeaderName::from_static("preference-applied"),
+        HeaderValue::from_static("respond-async"),
+    );
+    if replayed {
+        headers.insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
