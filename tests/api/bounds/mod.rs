@@ -1,0 +1,6 @@
+//! Contract section 10, Bounds: no input, from a client, an upstream, a prompt
+//! file or the environment, makes ladle use memory, time, disk or labels without
+//! bound, or lose an admin write.
+
+mod answers;
+mod deadline;
