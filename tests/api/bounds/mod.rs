@@ -4,3 +4,8 @@
 
 mod answers;
 mod deadline;
+mod heads;
+mod metrics;
+mod prompt_files;
+mod templates;
+mod upstream_words;
