@@ -89,6 +89,23 @@ async fn a_task_event_stream_past_max_answer_bytes_ends_with_its_error_event_aft
     assert_one_attempt_dropped(&app).await;
 }
 
+#[tokio::test]
+async fn a_relayed_chat_stream_is_not_assembled_and_has_no_answer_cap() {
+    let app = Gateway::with(|config| config.max_answer_bytes = CAP).await;
+    let pieces: Vec<String> = (0..4 * CAP / 1000).map(|n| format!("{n:0>1000}")).collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    app.upstream().push([sse_answer(&pieces)]);
+    let response = app.chat(true).await;
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.expect("the stream");
+    assert!(body.ends_with("data: [DONE]\n\n"), "a whole stream");
+    assert_eq!(
+        streamed_text(&body),
+        pieces.concat(),
+        "4 × the cap, relayed"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_binarys_memory_stays_bounded_while_upstreams_flood_it() {
     // Arrange: the default cap (4 MiB); a warm-up answer first, so that the base
@@ -99,11 +116,11 @@ async fn the_real_binarys_memory_stays_bounded_while_upstreams_flood_it() {
     let gateway = LadleProcess::start(&upstream.url, &[]).await;
     assert_eq!(gateway.chat(false).await.status(), 200);
     let base = gateway.rss_kib();
-    // Act: 6 clients, each asking 4 times in turn, every answer flooded.
+    // Act: 4 clients, each asking 6 times in turn, every answer flooded.
     let started = Instant::now();
-    let clients = (0..6).map(|_| async {
+    let clients = (0..4).map(|_| async {
         let mut peak = 0;
-        for _ in 0..4 {
+        for _ in 0..6 {
             let (status, error) = error_of(gateway.chat(false).await).await;
             assert_eq!(status, 502, "{error}");
             assert_too_large(&error);
@@ -181,6 +198,9 @@ async fn more_than_8_choices_is_400_invalid_request_before_any_upstream_call() {
     app.upstream().fallback(sse_answer(&["好"]));
     let body = json!({"n": 9, "messages": [{"role": "user", "content": "九道菜"}]});
     let (status, error) = error_of(app.post("/v1/chat/completions", &body).await).await;
-    assert_eq!((status, error["code"].as_str()), (400, Some("invalid_request")));
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (400, Some("invalid_request"))
+    );
     assert!(app.upstream().requests().is_empty());
 }

@@ -1,6 +1,10 @@
 //! The deadline ends every request within 100 ms of passing, even while the
 //! upstream floods ladle with chunks, and however slowly the client reads: its
 //! in-flight slot and its upstream connection are freed then.
+//!
+//! The floods run against the real binary: a mock in this process, on its own
+//! threads, writes faster than ladle reads, so ladle's upstream socket always has
+//! bytes ready (in one runtime with the gateway, the mock would yield to it).
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -9,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::support::flood::{Drained, drain, flood};
 use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
 use crate::support::raw::read_until_closed;
 use crate::support::*;
 
@@ -18,10 +23,17 @@ const DEADLINE_MS: u128 = 800;
 /// How far past its deadline a request may end.
 const LATE_MS: u128 = 100;
 
-#[tokio::test]
+/// The real binary in front of a mock that floods every request, with `env`.
+async fn flooded(env: &[(&str, &str)]) -> (MockUpstream, LadleProcess) {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(flood());
+    let gateway = LadleProcess::start(&upstream.url, env).await;
+    (upstream, gateway)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooded_chat_stream_ends_with_one_deadline_error_event_within_100_ms_of_its_deadline() {
-    let app = Gateway::start().await;
-    app.upstream().fallback(flood());
+    let (_upstream, app) = flooded(&[]).await;
     let started = Instant::now();
     let response = app
         .chat_request(true)
@@ -51,18 +63,13 @@ async fn a_flooded_chat_stream_ends_with_one_deadline_error_event_within_100_ms_
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooded_task_stream_ends_with_its_error_event_within_100_ms_of_its_deadline() {
     // No answer cap in reach: only the deadline can end it.
-    let app = Gateway::options()
-        .prompt("tiny", &small_prompt("标记"))
-        .adjust(|config| config.max_answer_bytes = 1 << 30)
-        .start()
-        .await;
-    app.upstream().fallback(flood());
+    let (_upstream, app) = flooded(&[("LADLE_MAX_ANSWER_BYTES", "1073741824")]).await;
     let started = Instant::now();
     let response = app
-        .post_request("/v1/tasks/tiny", &json!({"dish": "鱼"}))
+        .post_request("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
         .header("accept", "text/event-stream")
         .header("x-request-timeout-ms", DEADLINE_MS.to_string())
         .send()
@@ -80,8 +87,16 @@ async fn a_flooded_task_stream_ends_with_its_error_event_within_100_ms_of_its_de
     let mut events = sse_events(&drained.tail);
     events.remove(0); // cut by the tail
     let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
-    let ends = names.iter().filter(|n| ["error", "result"].contains(n)).count();
-    assert_eq!(ends, 1, "one closing event: {:?}", &names[names.len().saturating_sub(3)..]);
+    let ends = names
+        .iter()
+        .filter(|n| ["error", "result"].contains(n))
+        .count();
+    assert_eq!(
+        ends,
+        1,
+        "one closing event: {:?}",
+        &names[names.len().saturating_sub(3)..]
+    );
     let (name, data) = events.last().expect("a last event");
     assert_eq!(name, "error");
     let error: Value = serde_json::from_str(data).expect("the error event is JSON");
@@ -101,7 +116,11 @@ async fn drained(response: reqwest::Response) -> Drained {
 
 /// The data of the events in a stream's tail, its first (cut) event left out.
 fn last_events(tail: &str) -> Vec<String> {
-    sse_events(tail).into_iter().skip(1).map(|(_, data)| data).collect()
+    sse_events(tail)
+        .into_iter()
+        .skip(1)
+        .map(|(_, data)| data)
+        .collect()
 }
 
 /// The slow readers' deadline, in ms.
@@ -176,7 +195,11 @@ async fn a_client_that_never_reads_loses_its_slot_and_upstream_at_its_deadline()
         .await
         .expect("the gateway closed the connection");
     let rest = String::from_utf8_lossy(&rest);
-    assert!(rest.starts_with("HTTP/1.1 200"), "{}", &rest[..rest.len().min(200)]);
+    assert!(
+        rest.starts_with("HTTP/1.1 200"),
+        "{}",
+        &rest[..rest.len().min(200)]
+    );
     assert!(!rest.contains("[DONE]"));
 }
 

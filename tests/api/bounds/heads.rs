@@ -98,7 +98,11 @@ async fn a_request_head_over_16_kib_is_431_invalid_request_with_the_json_error()
 #[tokio::test]
 async fn a_malformed_request_line_is_400_invalid_request_with_the_json_error() {
     let app = Gateway::start().await;
-    for line in ["GET /healthz HTTP/1.1 and more", "NOT A REQUEST", "GET  HTTP/1.1"] {
+    for line in [
+        "GET /healthz HTTP/1.1 and more",
+        "NOT A REQUEST",
+        "GET  HTTP/1.1",
+    ] {
         let raw = send_raw(&app, format!("{line}\r\nhost: ladle\r\n\r\n").as_bytes()).await;
         assert_refused(&raw, 400);
     }
@@ -114,7 +118,10 @@ async fn http_1_1_without_host_is_400_invalid_request_and_http_1_0_without_host_
         .expect("send");
     let raw = Raw::parse(&read_response(&mut socket, millis(2000)).await);
     assert_refused(&raw, 400);
-    let message = raw.error()["message"].as_str().expect("a message").to_owned();
+    let message = raw.error()["message"]
+        .as_str()
+        .expect("a message")
+        .to_owned();
     assert!(message.contains("Host"), "{message}");
     let old = send_raw(&app, b"GET /healthz HTTP/1.0\r\n\r\n").await;
     assert_eq!((old.status, old.body.as_str()), (200, "ok"));
@@ -138,7 +145,10 @@ async fn ids_answered(app: &Gateway, id: &str) -> (String, String) {
         .to_owned();
     let (status, error) = error_of(response).await;
     assert_eq!(status, 400);
-    (header, error["request_id"].as_str().expect("an id").to_owned())
+    (
+        header,
+        error["request_id"].as_str().expect("an id").to_owned(),
+    )
 }
 
 #[tokio::test]
@@ -146,13 +156,20 @@ async fn a_request_id_of_128_visible_ascii_characters_is_kept() {
     let app = Gateway::start().await;
     let visible: String = (0x21u8..=0x7e).cycle().take(128).map(char::from).collect();
     let (header, body) = ids_answered(&app, &visible).await;
-    assert_eq!((header.as_str(), body.as_str()), (visible.as_str(), visible.as_str()));
+    assert_eq!(
+        (header.as_str(), body.as_str()),
+        (visible.as_str(), visible.as_str())
+    );
 }
 
 #[tokio::test]
 async fn a_request_id_too_long_or_with_a_space_is_replaced_by_a_new_one() {
     let app = Gateway::start().await;
-    for id in ["x".repeat(129), "has space".to_owned(), "tab\there".to_owned()] {
+    for id in [
+        "x".repeat(129),
+        "has space".to_owned(),
+        "tab\there".to_owned(),
+    ] {
         let (header, body) = ids_answered(&app, &id).await;
         assert_ne!(header, id);
         assert_eq!(header, body, "one id in the header and the body");

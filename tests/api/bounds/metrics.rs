@@ -81,7 +81,13 @@ async fn a_usage_with_a_token_count_out_of_range_or_not_an_integer_is_dropped_wh
         .prompt("tiny", &small_prompt("标记"))
         .start()
         .await;
-    for count in ["18446744073709551615", "1e+308", "-5", "9007199254740992", "1.5"] {
+    for count in [
+        "18446744073709551615",
+        "1e+308",
+        "-5",
+        "9007199254740992",
+        "1.5",
+    ] {
         app.upstream().push([
             answer_with_prompt_tokens(count),
             answer_with_prompt_tokens(count),
@@ -95,7 +101,8 @@ async fn a_usage_with_a_token_count_out_of_range_or_not_an_integer_is_dropped_wh
         assert_eq!(tokens_counted(&app).await, 0.0, "{count}");
     }
     // The largest sound count is reported and counted.
-    app.upstream().push([answer_with_prompt_tokens("9007199254740991")]);
+    app.upstream()
+        .push([answer_with_prompt_tokens("9007199254740991")]);
     let chat = json_of(app.chat(false).await).await;
     let expected = json!({"prompt_tokens": 9_007_199_254_740_991_u64, "completion_tokens": 3, "total_tokens": 5});
     assert_eq!(chat["usage"], expected);

@@ -3,9 +3,12 @@
 //! bound, or lose an admin write.
 
 mod answers;
+mod config;
 mod deadline;
 mod heads;
+mod idempotency;
 mod metrics;
+mod nutrition;
 mod prompt_files;
 mod templates;
 mod upstream_words;

@@ -32,9 +32,14 @@ async fn a_prompt_put_over_1_mib_is_413_body_too_large_whatever_max_body_bytes_a
         .adjust(|config| config.max_body_bytes = 4 * MIB)
         .start()
         .await;
-    let response = app.put_prompt("big", &padded_prompt("大", MIB + 1), None).await;
+    let response = app
+        .put_prompt("big", &padded_prompt("大", MIB + 1), None)
+        .await;
     let (status, error) = error_of(response).await;
-    assert_eq!((status, error["code"].as_str()), (413, Some("body_too_large")));
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (413, Some("body_too_large"))
+    );
     assert_eq!(app.prompt_etag("big").await, None, "not saved");
     // One byte less is a prompt file like any other.
     let response = app.put_prompt("big", &padded_prompt("大", MIB), None).await;
@@ -56,15 +61,29 @@ async fn a_prompt_file_over_1_mib_on_disk_is_broken_and_a_good_earlier_version_k
     std::fs::write(dir.join("kept.toml"), padded_prompt("新版", MIB + 1)).expect("write");
     std::fs::write(dir.join("fresh.toml"), padded_prompt("新", MIB + 1)).expect("write");
     // Assert
-    let body = app.eventually_readyz(503).await;
-    let ready: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let what = "/readyz to report both files broken";
+    let ready = eventually(millis(2000), what, async || {
+        let response = app.get("/readyz").await;
+        let failing = response.status() == 503;
+        let ready = json_of(response).await;
+        let both = ready["broken"].as_object().is_some_and(|b| b.len() == 2);
+        (failing && both).then_some(ready)
+    })
+    .await;
     let broken = ready["broken"].as_object().expect("the broken prompts");
     let names: Vec<&String> = broken.keys().collect();
     assert_eq!(names, ["fresh", "kept"], "{ready}");
     for why in broken.values() {
-        assert!(why.as_str().is_some_and(|w| w.contains("over 1048576 bytes")), "{why}");
+        assert!(
+            why.as_str()
+                .is_some_and(|w| w.contains("over 1048576 bytes")),
+            "{why}"
+        );
     }
-    assert_eq!(app.prompt_etag("kept").await.as_deref(), Some(good.as_str()));
+    assert_eq!(
+        app.prompt_etag("kept").await.as_deref(),
+        Some(good.as_str())
+    );
     let answer = app.task("kept", &json!({"dish": "鱼"})).await;
     assert_eq!(answer.status(), 200);
     assert!(user_message_sent(app.upstream(), 0).starts_with("旧版"));
@@ -114,16 +133,22 @@ impl Drop for Churn {
     }
 }
 
+/// The prompts besides the churned one in the race tests' folder.
+const PADS: usize = 200;
+
 /// A gateway reloading its folder every 5 ms while another prompt is rewritten
-/// underfoot.
+/// underfoot. The folder holds `PADS` more prompts of 32 KiB: a reload that read
+/// every file before looking at what it had would take a while doing it,
+/// which is when a write could come in between.
 async fn reloading_under_churn() -> (Gateway, Churn) {
-    let app = Gateway::options()
+    let mut options = Gateway::options()
         .admin()
         .adjust(|config| config.prompt_reload = millis(5))
-        .prompt("race", &small_prompt("第0版"))
-        .prompt("churn", &small_prompt("甲"))
-        .start()
-        .await;
+        .prompt("churn", &small_prompt("甲"));
+    for n in 0..PADS {
+        options = options.prompt(&format!("pad-{n:03}"), &padded_prompt("垫", 32 << 10));
+    }
+    let app = options.start().await;
     let churn = Churn::start(&app.prompts_dir, "churn");
     (app, churn)
 }
@@ -132,40 +157,70 @@ async fn reloading_under_churn() -> (Gateway, Churn) {
 async fn a_put_under_if_match_with_the_current_etag_is_never_undone_by_the_folder_reload() {
     let (app, churn) = reloading_under_churn().await;
     app.upstream().fallback(sse_answer(&["好"]));
-    let mut etag = app.prompt_etag("race").await.expect("race is live");
     for round in 1..=100 {
-        let marker = format!("第{round}版");
-        let response = app.put_prompt("race", &small_prompt(&marker), Some(&etag)).await;
-        assert_eq!(response.status(), 200, "round {round}: If-Match {etag}");
-        etag = etag_of(&response);
-        let seen = app.prompt_etag("race").await;
-        assert_eq!(seen.as_deref(), Some(etag.as_str()), "round {round}");
+        // A prompt of its own each round, wherever the folder lists it.
+        let name = format!("pad-{:03}", (round * 7) % PADS);
+        let mut etag = app.prompt_etag(&name).await.expect("the pad is live");
+        for version in 1..=2 {
+            let marker = format!("第{round}轮第{version}版");
+            let response = app
+                .put_prompt(&name, &small_prompt(&marker), Some(&etag))
+                .await;
+            assert_eq!(
+                response.status(),
+                200,
+                "round {round}.{version}: If-Match {etag}"
+            );
+            etag = etag_of(&response);
+            let seen = app.prompt_etag(&name).await;
+            assert_eq!(
+                seen.as_deref(),
+                Some(etag.as_str()),
+                "round {round}.{version}"
+            );
+        }
         if round % 10 == 0 {
-            let answer = app.task("race", &json!({"dish": "鱼"})).await;
+            let answer = app.task(&name, &json!({"dish": "鱼"})).await;
             assert_eq!(answer.status(), 200, "round {round}");
             let sent = user_message_sent(app.upstream(), round / 10 - 1);
+            let marker = format!("第{round}轮第2版");
             assert!(sent.starts_with(&marker), "round {round}: sent {sent}");
         }
     }
     let writes = churn.stop();
     eprintln!("reload race: 100 rounds while another file was rewritten {writes} times");
-    assert!(writes >= 100, "the folder changed underfoot: {writes} rewrites");
+    assert!(
+        writes >= 100,
+        "the folder changed underfoot: {writes} rewrites"
+    );
 }
 
 #[tokio::test]
 async fn a_created_prompt_is_never_missing_and_a_deleted_one_never_back_after_a_reload() {
     let (app, churn) = reloading_under_churn().await;
-    for round in 0..50 {
+    for round in 0..100 {
         let name = format!("new-{round}");
         let created = app.put_prompt(&name, &small_prompt("新"), None).await;
         assert_eq!(created.status(), 201, "round {round}");
         let etag = etag_of(&created);
         let seen = app.prompt_etag(&name).await;
-        assert_eq!(seen.as_deref(), Some(etag.as_str()), "round {round}: 404 after 201");
+        assert_eq!(
+            seen.as_deref(),
+            Some(etag.as_str()),
+            "round {round}: 404 after 201"
+        );
         let path = format!("/admin/prompts/{name}");
-        let deleted = app.admin(Method::DELETE, &path).send().await.expect("answer");
+        let deleted = app
+            .admin(Method::DELETE, &path)
+            .send()
+            .await
+            .expect("answer");
         assert_eq!(deleted.status(), 204, "round {round}");
-        assert_eq!(app.prompt_etag(&name).await, None, "round {round}: back after 204");
+        assert_eq!(
+            app.prompt_etag(&name).await,
+            None,
+            "round {round}: back after 204"
+        );
     }
     churn.stop();
 }
@@ -186,9 +241,15 @@ async fn a_prompts_folder_that_cannot_be_written_is_500_storage_failed_naming_no
     let dir = app.prompts_dir.to_string_lossy().into_owned();
     for response in [replace, history] {
         let (status, error) = error_of(response).await;
-        assert_eq!((status, error["code"].as_str()), (500, Some("storage_failed")));
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (500, Some("storage_failed"))
+        );
         let message = error["message"].as_str().expect("a message");
-        assert!(!message.contains('/') && !message.contains(&dir), "{message}");
+        assert!(
+            !message.contains('/') && !message.contains(&dir),
+            "{message}"
+        );
         assert!(!error.to_string().contains("/tmp"), "{error}");
     }
     assert_eq!(app.prompt_etag("recipe").await, Some(shipped), "unchanged");

@@ -91,9 +91,18 @@ async fn an_admin_render_of_a_hostile_template_is_422_invalid_prompt() {
     let app = with_hostile_tasks().await;
     let started = Instant::now();
     let (status, error) = error_of(admin_render(&app, 100_000).await).await;
-    eprintln!("a hostile admin render: answered in {:?}", started.elapsed());
-    assert_eq!((status, error["code"].as_str()), (422, Some("invalid_prompt")));
-    assert_eq!(error["message"], "invalid prompt: the template exceeded its limits");
+    eprintln!(
+        "a hostile admin render: answered in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (422, Some("invalid_prompt"))
+    );
+    assert_eq!(
+        error["message"],
+        "invalid prompt: the template exceeded its limits"
+    );
     // The same template with a small `n` renders.
     let small = admin_render(&app, 3).await;
     assert_eq!(small.status(), 200);
@@ -106,9 +115,15 @@ async fn saving_a_template_that_exceeds_its_limits_with_its_defaults_is_422_inva
     let hostile = prompt_with(NESTED).replace("default = 2", "default = 100000");
     let response = app.put_prompt("hostile", &hostile, None).await;
     let (status, error) = error_of(response).await;
-    assert_eq!((status, error["code"].as_str()), (422, Some("invalid_prompt")));
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (422, Some("invalid_prompt"))
+    );
     let message = error["message"].as_str().expect("a message");
-    assert!(message.contains("messages.user"), "names the template: {message}");
+    assert!(
+        message.contains("messages.user"),
+        "names the template: {message}"
+    );
     assert_eq!(app.prompt_etag("hostile").await, None, "not saved");
 }
 
@@ -148,7 +163,10 @@ async fn hostile_renders_never_stall_a_stream_in_flight() {
     let renders_took = fired.elapsed();
     let arrivals = reader.await.expect("the reader ends");
     // Assert: every render was refused, and the stream kept its pace meanwhile.
-    assert!(admin.iter().chain(&tasks).all(|s| *s == 422), "{admin:?} {tasks:?}");
+    assert!(
+        admin.iter().chain(&tasks).all(|s| *s == 422),
+        "{admin:?} {tasks:?}"
+    );
     let gaps: Vec<u128> = arrivals.windows(2).map(|w| ms(w[0], w[1])).collect();
     let during: Vec<u128> = arrivals
         .windows(2)
@@ -163,9 +181,17 @@ async fn hostile_renders_never_stall_a_stream_in_flight() {
         arrivals.len()
     );
     assert!(
+        largest < 100,
+        "the largest gap between chunks: {largest} ms ({gaps:?})"
+    );
+    // The stream and the renders did overlap: a hostile render costs about
+    // 250 ms in a debug build, so six take several times that.
+    assert!(
         renders_took >= millis(200),
         "the renders ran while the stream did ({renders_took:?})"
     );
-    assert!(during.len() >= 5, "the stream ran while the renders did: {during:?}");
-    assert!(largest < 100, "the largest gap between chunks: {largest} ms ({gaps:?})");
+    assert!(
+        during.len() >= 5,
+        "the stream ran while the renders did: {during:?}"
+    );
 }

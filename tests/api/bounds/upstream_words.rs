@@ -22,7 +22,10 @@ async fn a_1_mib_upstream_error_message_is_cut_at_1_kib_in_the_log_and_the_answe
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
     // Assert
-    assert_eq!((status, error["code"].as_str()), (502, Some("upstream_failed")));
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (502, Some("upstream_failed"))
+    );
     let message = error["message"].as_str().expect("a message");
     assert!(message.len() <= 1100, "a {} byte message", message.len());
     let attempts = gateway.lines_of("huge-error", "attempt ended");
@@ -31,10 +34,16 @@ async fn a_1_mib_upstream_error_message_is_cut_at_1_kib_in_the_log_and_the_answe
         let detail = attempt["detail"].as_str().expect("a detail");
         eprintln!("attempt detail: {} bytes", detail.len());
         assert!(detail.len() <= 1100, "a {} byte detail", detail.len());
-        assert!(detail.contains(&"e".repeat(500)), "the upstream's words: {detail}");
+        assert!(
+            detail.contains(&"e".repeat(500)),
+            "the upstream's words: {detail}"
+        );
     }
     let longest = gateway.all_lines().iter().map(String::len).max();
-    assert!(longest.is_some_and(|n| n < 4096), "the longest log line: {longest:?} bytes");
+    assert!(
+        longest.is_some_and(|n| n < 4096),
+        "the longest log line: {longest:?} bytes"
+    );
 }
 
 #[tokio::test]
@@ -42,7 +51,11 @@ async fn an_upstreams_huge_retry_after_reaches_the_client_as_3600() {
     let app = Gateway::start().await;
     for asked in ["99999999999", "Fri, 31 Dec 9999 23:59:59 GMT"] {
         app.upstream().push([Script(vec![
-            head(503, "application/json", &format!("retry-after: {asked}\r\n")),
+            head(
+                503,
+                "application/json",
+                &format!("retry-after: {asked}\r\n"),
+            ),
             Step::Send(br#"{"error":{"message":"overloaded"}}"#.to_vec()),
         ])]);
         let response = app.chat(false).await;
