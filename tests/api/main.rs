@@ -2,6 +2,7 @@
 //! upstream the test controls. One binary, as in zero2prod.
 
 mod admin;
+mod bounds;
 mod breakers;
 mod browser;
 mod chat;

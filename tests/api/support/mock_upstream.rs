@@ -31,6 +31,9 @@ pub enum Step {
     Stall,
     /// Write these bytes every `gap`, forever, until the gateway closes the socket.
     Drip(Vec<u8>, Duration),
+    /// Write these bytes again and again, as fast as the socket takes them, until
+    /// the gateway closes it.
+    Flood(Vec<u8>),
     /// Reset the connection (RST).
     Reset,
     /// The response is whole: keep the socket and read the next request on it.
@@ -236,6 +239,11 @@ async fn play(socket: &mut TcpStream, script: Script) -> End {
                     return End::ClosedByPeer;
                 }
                 tokio::time::sleep(gap).await;
+            },
+            Step::Flood(bytes) => loop {
+                if socket.write_all(&bytes).await.is_err() {
+                    return End::ClosedByPeer;
+                }
             },
             Step::Reset => {
                 let _ = socket.set_zero_linger();

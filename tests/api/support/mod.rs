@@ -13,6 +13,7 @@ pub mod config;
 pub mod drill;
 pub mod eventually;
 pub mod fixtures;
+pub mod flood;
 pub mod gateway;
 pub mod http;
 pub mod mock_upstream;

@@ -96,6 +96,17 @@ impl LadleProcess {
         self.child.id()
     }
 
+    /// The process's resident memory (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let path = format!("/proc/{}/status", self.pid());
+        let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmRSS line")
+    }
+
     /// Sends SIGTERM, as an orchestrator would.
     pub fn terminate(&self) {
         let status = Command::new("kill")
