@@ -191,8 +191,6 @@ async fn two_choices_are_assembled_apart_by_index_each_with_its_own_finish_reaso
 }
 
 #[tokio::test]
-#[ignore = "bug: src/routes/chat.rs `chat_call` (lines 36-87) never reads `n`: \
-            `\"n\": 9` goes upstream and is answered 200, not 400 invalid_request"]
 async fn more_than_8_choices_is_400_invalid_request_before_any_upstream_call() {
     let app = Gateway::start().await;
     app.upstream().fallback(sse_answer(&["好"]));
