@@ -17,6 +17,7 @@ use super::outcome::{RunError, judge};
 use super::{Job, JobStore, Moved};
 use crate::background::Background;
 use crate::ops::metrics::Metrics;
+use crate::ops::telemetry::NULL;
 use crate::wall::unix_millis;
 
 /// How one run of a job is made: the task request, by ladle itself.
@@ -272,14 +273,15 @@ fn note_finished(shared: &Shared, moved: &Moved) {
 /// One log line per change of a job's status.
 pub fn log_move(moved: &Moved) {
     let job = &moved.job;
-    tracing::info!(
-        job_id = %job.id,
-        task = %job.request.task,
-        from = moved.from.map(super::JobStatus::name),
-        to = job.status.name(),
-        runs = job.runs,
-        "job status changed"
-    );
+    let to = job.status.name();
+    match moved.from {
+        Some(from) => {
+            tracing::info!(job_id = %job.id, task = %job.request.task, from = from.name(), to, runs = job.runs, "job status changed")
+        }
+        None => {
+            tracing::info!(job_id = %job.id, task = %job.request.task, from = NULL, to, runs = job.runs, "job status changed")
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

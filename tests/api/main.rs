@@ -12,6 +12,7 @@ mod failover;
 mod failures;
 mod fallback;
 mod idempotency;
+mod jobs;
 mod keepalive;
 mod logs;
 mod ops;

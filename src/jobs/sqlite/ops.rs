@@ -46,7 +46,9 @@ pub fn unfinished(connection: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// Ends the runs the last process on the file held (it died, or was killed):
-/// queued again, or failed with `job_interrupted` when they used all `max_runs`.
+/// queued again, or failed with `job_interrupted` when they used all `max_runs`;
+/// and lets go of the deliveries it held for an attempt it never finished, due
+/// again when their own back-off says.
 pub fn recover(
     connection: &mut Connection,
     webhooks: bool,
@@ -68,6 +70,11 @@ pub fn recover(
         rows::write(&tx, &moved.job)?;
         changed.push(moved);
     }
+    tx.execute(
+        "UPDATE jobs SET delivery_due = json_extract(delivery, '$.next_at') \
+         WHERE delivery_due IS NOT NULL",
+        [],
+    )?;
     tx.commit()?;
     Ok(changed)
 }

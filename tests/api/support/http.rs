@@ -76,7 +76,12 @@ impl Endpoint {
         send(request).await
     }
 
-    /// GETs a path.
+    /// `DELETE`s `path`.
+    pub async fn delete(&self, path: &str) -> Response {
+        send(self.client.delete(self.url(path))).await
+    }
+
+    /// `GET`s `path`.
     pub async fn get(&self, path: &str) -> Response {
         send(self.client.get(self.url(path))).await
     }

@@ -20,6 +20,7 @@ pub mod mock_upstream;
 pub mod process;
 pub mod proxy;
 pub mod raw;
+pub mod receiver;
 pub mod redis;
 pub mod scripts;
 pub mod tls;

@@ -1,12 +1,17 @@
-//! Log setup: tracing to stderr, pretty for people or one JSON object per line.
+//! Log setup: tracing to stderr, pretty for people or one JSON object per line
+//! (`json`).
 //!
 //! Secrets never reach a log line because they never reach a field: the API key
 //! and admin token are `Secret`s whose `Debug` is a placeholder, request headers
 //! are not logged, and upstream text is scrubbed of the key before it is kept.
 
+mod json;
+
 use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
+
+pub use json::NULL;
 
 use crate::config::LogFormat;
 
@@ -19,7 +24,7 @@ pub fn init(format: LogFormat) {
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Pretty => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => builder.event_format(json::JsonLines).try_init(),
     };
     // A subscriber installed earlier (by a test harness, say) keeps its place.
     drop(result);
