@@ -178,6 +178,11 @@ curl -N {base}/v1/tasks/recipe -H 'accept: text/event-stream' -H 'content-type: 
 # Ideas from what is in the fridge:
 curl -s {base}/v1/tasks/fridge -H 'content-type: application/json' -d '{{"ingredients": ["鸡蛋", "番茄", "豆腐"]}}'
 
+# Fridge ideas as a background job (a recipe goes the same way): submitted, answered
+# 202 at once, then waited for:
+JOB=$(curl -s '{base}/v1/tasks/fridge?async=true' -H 'content-type: application/json' -d '{{"ingredients": ["土豆", "青椒"]}}' | sed -E 's/.*"id":"(job_[A-Za-z0-9]+)".*/\1/')
+curl -s "{base}/v1/jobs/$JOB?wait_ms=60000"
+
 # The OpenAI-compatible endpoint, streaming:
 curl -N {base}/v1/chat/completions -H 'content-type: application/json' -d '{{"stream": true, "messages": [{{"role": "user", "content": "红烧肉怎么做？"}}]}}'
 

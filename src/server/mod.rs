@@ -44,11 +44,9 @@ pub async fn serve(
         let store = state.jobs.store().clone();
         let (settings, metrics) = (webhook.clone(), state.metrics.clone());
         let tick = state.config.jobs.runner.tick;
-        if let Err(why) =
-            crate::jobs::webhooks::send::start(store, settings, metrics, tick, &state.background)
-        {
-            tracing::warn!("{why}; webhooks are not sent");
-        }
+        // Finished jobs are promised a delivery: without a sender, ladle does not start.
+        crate::jobs::webhooks::send::start(store, settings, metrics, tick, &state.background)
+            .map_err(std::io::Error::other)?;
     }
     let background = state.background.clone();
     let drain = longest_deadline(&state) + DRAIN_SLACK;

@@ -1,7 +1,7 @@
 //! The `ladle` binary itself: `check`, configuration errors, and `demo`.
 
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use ladle::demo::{self, DemoOptions};
 use serde_json::json;
@@ -131,9 +131,13 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
         .spawn()
         .expect("start ladle demo");
     let stdout = child.stdout.take().expect("stdout");
-    let curl = BufReader::new(stdout)
+    let printed: Vec<String> = BufReader::new(stdout)
         .lines()
         .map_while(Result::ok)
+        .take_while(|line| !line.contains("/metrics"))
+        .collect();
+    let curl = printed
+        .iter()
         .find(|line| line.starts_with("curl -s http://127.0.0.1:"))
         .expect("a curl line");
     let base = curl
@@ -145,10 +149,20 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
         .expect("base")
         .to_owned();
     let health = blocking_get(base.trim_start_matches("http://"), "/healthz");
+    // The job's two lines, pasted into a shell as they are printed.
+    let submit = printed.iter().position(|l| l.starts_with("JOB=")).expect("a job line");
+    let job = Command::new("sh")
+        .arg("-c")
+        .arg(printed[submit..=submit + 1].join("\n"))
+        .output()
+        .expect("sh runs");
     let _ = child.kill();
     let _ = child.wait();
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.ends_with("ok"), "{health}");
+    let job: serde_json::Value = serde_json::from_slice(&job.stdout).expect("the job as JSON");
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert!(job["result"]["output"]["ideas"].is_array(), "{job}");
 }
 
 #[tokio::test]
