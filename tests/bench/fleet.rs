@@ -30,7 +30,7 @@ pub struct Fleet {
 }
 
 /// Starts redis-server on a free loopback port, without persistence.
-fn start_redis() -> Result<Proc, String> {
+pub fn start_redis() -> Result<Proc, String> {
     let port = procs::free_port()?;
     let dir = procs::scratch_dir("redis")?;
     let port_text = port.to_string();

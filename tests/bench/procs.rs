@@ -134,6 +134,12 @@ pub fn spawn(program: &Path, args: &[&str]) -> Command {
     let mut command = Command::new("sh");
     command.arg("-c").arg(RAISE_FDS).arg(program).args(args);
     command.stdin(Stdio::null()).stdout(Stdio::null());
+    // The benchmark's own knobs are not ladle's settings.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("LADLE_BENCH_") {
+            command.env_remove(key);
+        }
+    }
     command
 }
 
@@ -195,14 +201,13 @@ fn upstream_env(upstream: SocketAddr) -> Result<(&'static str, String), String> 
     Ok(("LADLE_UPSTREAMS", list.to_string()))
 }
 
-/// Starts ladle's release binary in front of the mock, with `extra` settings, and
-/// waits for its address.
+/// Starts ladle's release binary in front of the mock, with `extra` settings (over
+/// the defaults here), and waits for its address.
 pub fn start_ladle(upstream: SocketAddr, extra: &[(&str, String)]) -> Result<Proc, String> {
     let binary = Path::new(env!("CARGO_BIN_EXE_ladle"));
     let (key, value) = upstream_env(upstream)?;
     let mut child = spawn(binary, &["serve"])
         .env(key, value)
-        .envs(extra.iter().map(|(k, v)| (k, v)))
         .env("LADLE_LISTEN", "127.0.0.1:0")
         .env("LADLE_MODEL", "m")
         .env(
@@ -213,6 +218,8 @@ pub fn start_ladle(upstream: SocketAddr, extra: &[(&str, String)]) -> Result<Pro
         .env("LADLE_MAX_INFLIGHT", "100000")
         .env("LADLE_IDLE_TIMEOUT_MS", "120000")
         .env("LADLE_DEADLINE_MS", "300000")
+        // No state file in the working directory: the jobs' run names its own.
+        .env("LADLE_STATE_DB", ":memory:")
         // One thread, as nginx runs one worker: the CPU per request of the two
         // compares like with like.
         .env(
@@ -222,6 +229,8 @@ pub fn start_ladle(upstream: SocketAddr, extra: &[(&str, String)]) -> Result<Pro
         // Warnings only, so logging stays off the hot path; the one info line we
         // need is the address it bound.
         .env("RUST_LOG", "warn,ladle::cli=info")
+        // The run's own settings win over the defaults above.
+        .envs(extra.iter().map(|(k, v)| (k, v)))
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;

@@ -14,12 +14,15 @@
 //!   `LADLE_BENCH_WORKERS` (1: ladle's worker threads, as nginx runs one worker),
 //!   `LADLE_BENCH_UPSTREAMS` (1; 3 = ladle with three upstreams, one of them down),
 //!   `LADLE_BENCH_FLEET_ONLY=1` (only the two-replica run with and without Redis,
-//!   which otherwise comes after the memory check; it needs `redis-server`).
+//!   which otherwise comes after the memory check; it needs `redis-server`),
+//!   `LADLE_BENCH_JOBS_ONLY=1` (only the jobs: durable submits into SQLite and
+//!   Redis, the queue's memory, a job's end-to-end time; they otherwise come last).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
 
 mod fleet;
+mod jobs;
 mod load;
 mod micro;
 mod mock;
@@ -92,6 +95,13 @@ fn bench() -> Result<(), String> {
         say(&format!("\n{}", fleet.render()));
         return Ok(());
     }
+    if std::env::var("LADLE_BENCH_JOBS_ONLY").is_ok_and(|v| v == "1") {
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let mock = procs::start_mock()?;
+        let jobs = runtime.block_on(jobs_run(mock.addr, scale))?;
+        say(&format!("\n{}", jobs.render()));
+        return Ok(());
+    }
     say("micro-benchmarks…");
     let micro = micro::run(if quick { 0.2 } else { 1.0 });
     let nginx_binary = procs::nginx_binary()?;
@@ -136,6 +146,8 @@ fn bench() -> Result<(), String> {
     };
     say("fleet: two replicas without and with Redis…");
     let fleet = runtime.block_on(fleet::run(mock.addr, scale, rounds, ticks))?;
+    say("jobs: durable submits, the queue's memory, end to end…");
+    let jobs = runtime.block_on(jobs_run(mock.addr, scale))?;
     drop(mock);
 
     let setup = Setup {
@@ -145,7 +157,9 @@ fn bench() -> Result<(), String> {
     };
     let table = report::render(&setup, &blocks, &micro, &[nginx_memory, ladle_memory])
         + "\n"
-        + &fleet.render();
+        + &fleet.render()
+        + "\n"
+        + &jobs.render();
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").to_owned());
@@ -154,6 +168,12 @@ fn bench() -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     say(&format!("written to {}", path.display()));
     Ok(())
+}
+
+/// The jobs benchmark, with a `redis-server` of its own for the Redis row.
+async fn jobs_run(mock: std::net::SocketAddr, scale: f64) -> Result<jobs::Jobs, String> {
+    let redis = fleet::start_redis()?;
+    jobs::run(mock, scale, Some(&format!("redis://{}", redis.addr))).await
 }
 
 /// `--drive URL CONCURRENCY REQUESTS CHUNKS GAP_MS`: one load against one URL, for
