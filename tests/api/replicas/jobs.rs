@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
 use crate::support::redis::RedisServer;
-use crate::support::scripts::{drip, recipe_answer};
+use crate::support::scripts::{drip, recipe_answer, slow_answer};
 use crate::support::*;
 
 /// Submits a recipe job for `dish`.
@@ -321,4 +321,38 @@ async fn no_job_runs_twice_however_many_replicas_look_for_work() {
         on_a > 0.0 && on_b > 0.0 && on_a + on_b == 16.0,
         "A ran {on_a}, B {on_b}"
     );
+}
+
+#[tokio::test]
+async fn a_replica_shutting_down_keeps_the_lease_of_the_run_it_lets_finish() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    // A whole recipe written over about 1.5 s: longer than the lease (600 ms).
+    let parts = pieces(&fixture_text("recipe-raw-model-output.txt"), 7);
+    let gap = millis((1_500 / parts.len() as u64).max(1));
+    upstream.push([slow_answer(
+        &parts.iter().map(String::as_str).collect::<Vec<_>>(),
+        gap,
+    )]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (a, server) = Gateway::replica(&redis, &upstream)
+        .start_until(async move {
+            let _ = stopped.await;
+        })
+        .await;
+    let id = submitted(&a, "佛跳墙").await;
+    requests_arrive(&upstream, 1).await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
+    // SIGTERM, as it were: A stops taking work and lets its run finish.
+    let _ = stop.send(());
+    let stopping = Instant::now();
+    let done = job_on(&b, &id, 10_000).await;
+    assert!(stopping.elapsed() > millis(700), "the run outlived a lease");
+    assert_eq!(
+        (done["status"].clone(), done["runs"].clone()),
+        (json!("succeeded"), json!(1))
+    );
+    assert_eq!(upstream.requests().len(), 1, "B never ran it meanwhile");
+    let drained = tokio::time::timeout(Duration::from_secs(5), server).await;
+    assert!(matches!(drained, Ok(Ok(Ok(())))), "A stopped: {drained:?}");
 }
