@@ -13,6 +13,7 @@
 //! - `failure`: what happened to an attempt, classified once.
 //! - `fleet`: the Redis handle and its health.
 //! - `idempotency`: keyed requests' records (memory and Redis) and detached runs.
+//! - `jobs`: background jobs and webhooks; their store (SQLite, or Redis for a fleet).
 //! - `normalize`: the model's text → recipe/JSON/text output, pure.
 //! - `ops`: metrics, the request observer, request ids and bodies, logs.
 //! - `prompts`: prompt files, rendering, and the stores (files and Redis).

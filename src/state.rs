@@ -15,6 +15,8 @@ use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, StartError};
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
+use crate::jobs::JobStore;
+use crate::jobs::redis::RedisJobs;
 use crate::jobs::runner::Runner;
 use crate::jobs::sqlite::SqliteJobs;
 use crate::ops::metrics::Metrics;
@@ -76,7 +78,7 @@ impl AppState {
                 Arc::new(MemoryStore::new(config.idempotency)),
             ),
         };
-        let jobs = job_runner(&config, &metrics)?;
+        let jobs = job_runner(&config, &metrics, redis.as_ref())?;
         Ok(AppState {
             config: Arc::new(config),
             upstreams,
@@ -90,20 +92,31 @@ impl AppState {
     }
 }
 
-/// The job store (the state file; Redis's comes with the fleet) and its runner.
-fn job_runner(config: &Config, metrics: &Metrics) -> Result<Runner, StartError> {
+/// The job store and its runner: with the fleet's Redis, the jobs live there
+/// (and the state file is neither opened nor locked); else in the state file.
+fn job_runner(
+    config: &Config,
+    metrics: &Metrics,
+    redis: Option<&Arc<Redis>>,
+) -> Result<Runner, StartError> {
     let settings = &config.jobs;
-    let store = SqliteJobs::open(
-        &settings.state_db,
-        settings.webhook.is_some(),
-        settings.runner.ttl,
-        settings.runner.max_runs,
-    )?;
-    Ok(Runner::new(
-        Arc::new(store),
-        settings.runner,
-        metrics.clone(),
-    ))
+    let webhooks = settings.webhook.is_some();
+    let mut runner = settings.runner;
+    let store: Arc<dyn JobStore> = match redis {
+        Some(redis) => {
+            // One lease for the fleet's claims (`LADLE_REDIS_LEASE_MS`), as the
+            // Redis handle has it.
+            runner.lease = redis.lease();
+            Arc::new(RedisJobs::new(redis.clone(), webhooks, runner.ttl))
+        }
+        None => Arc::new(SqliteJobs::open(
+            &settings.state_db,
+            webhooks,
+            runner.ttl,
+            runner.max_runs,
+        )?),
+    };
+    Ok(Runner::new(store, runner, metrics.clone()))
 }
 
 /// The upstreams with their breakers and budgets (shared with the fleet when

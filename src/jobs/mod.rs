@@ -10,6 +10,7 @@
 
 pub mod outcome;
 pub mod record;
+pub mod redis;
 pub mod runner;
 pub mod sqlite;
 pub mod webhooks;
@@ -29,6 +30,10 @@ pub struct StoreDown(pub String);
 
 /// What a submit led to.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one lives for a moment per submit; a box would buy nothing"
+)]
 pub enum Submitted {
     /// Written (committed) as given.
     Accepted(Job),

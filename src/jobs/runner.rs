@@ -104,10 +104,17 @@ impl Runner {
                     account(&shared).await;
                 }
                 tokio::select! {
-                    () = stopping.cancelled() => return,
+                    () = stopping.cancelled() => break,
                     () = shared.wake.notified() => {}
                     () = tokio::time::sleep(shared.settings.tick) => {}
                 }
+            }
+            // Stopping: no new runs, but the runs still going (up to their
+            // deadline) keep their leases, or another replica would start them
+            // again meanwhile; a cancel made elsewhere still stops them.
+            while !lock(&shared.running).is_empty() {
+                renew(&shared).await;
+                tokio::time::sleep(shared.settings.tick).await;
             }
         }));
     }
@@ -155,12 +162,14 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
             shared.changes.send_modify(|n| *n += 1);
         }
     }
-    renew(shared, now).await;
+    renew(shared).await;
     while !stopping.is_cancelled() {
         let Ok(slot) = shared.slots.clone().try_acquire_owned() else {
             break;
         };
-        let Ok(Some(claimed)) = shared.store.claim(now, settings.lease).await else {
+        // The lease starts now, not when the round began.
+        let claimed = shared.store.claim(unix_millis(), settings.lease).await;
+        let Ok(Some(claimed)) = claimed else {
             break;
         };
         log_move(&claimed);
@@ -185,9 +194,10 @@ async fn account(shared: &Shared) {
         .await;
 }
 
-/// Tells the store this replica still holds its runs, and stops the ones whose
-/// job was canceled on another replica.
-async fn renew(shared: &Shared, now: u64) {
+/// Tells the store this replica still holds its runs (those whose outcome waits
+/// to be written too), and stops the ones whose job was canceled on another
+/// replica.
+async fn renew(shared: &Shared) {
     let held: Vec<(String, u32)> = lock(&shared.running)
         .iter()
         .map(|(id, (run, _))| (id.clone(), *run))
@@ -195,7 +205,11 @@ async fn renew(shared: &Shared, now: u64) {
     if held.is_empty() {
         return;
     }
-    if let Ok(gone) = shared.store.renew(&held, now, shared.settings.lease).await {
+    let renewed = shared
+        .store
+        .renew(&held, unix_millis(), shared.settings.lease)
+        .await;
+    if let Ok(gone) = renewed {
         let running = lock(&shared.running);
         for id in gone {
             if let Some((_, switch)) = running.get(&id) {
@@ -206,8 +220,22 @@ async fn renew(shared: &Shared, now: u64) {
 }
 
 /// One run: the task request, unless the job is canceled meanwhile; its end is
-/// written back (again and again while the store is unreachable).
+/// written back (again and again while the store is unreachable). The run is
+/// this replica's (its lease renewed) until its end is written.
 async fn run(shared: &Arc<Shared>, job: Job) {
+    ran(shared, &job).await;
+    let mut running = lock(&shared.running);
+    // Only this run's entry: a later run of the job may have replaced it.
+    if running
+        .get(&job.id)
+        .is_some_and(|(run, _)| *run == job.runs)
+    {
+        running.remove(&job.id);
+    }
+}
+
+/// The run itself, and its end written.
+async fn ran(shared: &Arc<Shared>, job: &Job) {
     let switch = CancellationToken::new();
     lock(&shared.running).insert(job.id.clone(), (job.runs, switch.clone()));
     let request_id = job.run_id.clone().unwrap_or_default();
@@ -217,9 +245,8 @@ async fn run(shared: &Arc<Shared>, job: Job) {
     };
     let ended = tokio::select! {
         () = switch.cancelled() => None,
-        ended = runs.run(&job, request_id) => Some(ended),
+        ended = runs.run(job, request_id) => Some(ended),
     };
-    lock(&shared.running).remove(&job.id);
     let Some(ended) = ended else {
         shared.metrics.job_run(task, "canceled");
         return;

@@ -4,5 +4,7 @@
 
 mod budgets;
 mod idempotency;
+mod job_store;
+mod jobs;
 mod outage;
 mod prompts;

@@ -1,0 +1,242 @@
+//! The Lua scripts of the Redis job store: each change of a job's status is one
+//! script, so the job's hash and the sorted sets that order it change together,
+//! and two replicas racing for one job (a claim, a cancel, a sweep, a late
+//! report) see one another's writes whole or not at all.
+//!
+//! `claim`, `renew`, `sweep` and `due` find their jobs in a sorted set, so they
+//! build the job keys from the prefix they are given (`ARGV[1]`) instead of
+//! declaring them: a standalone Redis (every key in one place) is assumed, as
+//! everywhere in ladle.
+
+use redis::Script;
+
+/// A job that has just finished: with a delivery (`delivery` is its JSON), it is
+/// due at once and the key lives on until the delivery is made (no TTL); without
+/// one, the key expires `ttl` ms from now.
+macro_rules! ended {
+    () => {
+        r#"
+local function ended(key, id, now, ttl, delivery, deliveries)
+  if delivery ~= '' then
+    redis.call('HSET', key, 'delivery', delivery)
+    redis.call('ZADD', deliveries, now, id)
+    redis.call('PERSIST', key)
+  else
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+local function finished(status)
+  return status == 'succeeded' or status == 'failed' or status == 'canceled'
+end
+"#
+    };
+}
+
+/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[4]` on) as
+/// queued, unless `ARGV[1]` jobs are unfinished across the fleet: 1 if written.
+const SUBMIT: &str = r#"
+local unfinished = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
+  + redis.call('ZCARD', KEYS[4])
+if unfinished >= tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+return 1
+"#;
+
+/// Cancels job `ARGV[1]` of client `ARGV[2]` at `ARGV[3]`: {outcome, the status
+/// it had, its fields}, the outcome `unknown`, `finished` or `now`.
+const CANCEL: &str = concat!(
+    ended!(),
+    r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status or redis.call('HGET', KEYS[1], 'client') ~= ARGV[2] then
+  return {'unknown', '', {}}
+end
+if finished(status) then
+  local updated = tonumber(redis.call('HGET', KEYS[1], 'updated_at'))
+  if updated + tonumber(ARGV[4]) <= tonumber(ARGV[3]) then return {'unknown', '', {}} end
+  return {'finished', status, redis.call('HGETALL', KEYS[1])}
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('HSET', KEYS[1], 'status', 'canceled', 'updated_at', ARGV[3])
+ended(KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[5], KEYS[5])
+return {'now', status, redis.call('HGETALL', KEYS[1])}
+"#
+);
+
+/// Starts the next run of the oldest queued job at `ARGV[2]`, held until
+/// `ARGV[3]`, its run id `ARGV[4]`: {id, its fields}, or nil. A member whose job
+/// is not queued (gone, or moved by hand) is dropped on the way.
+const CLAIM: &str = r#"
+for _ = 1, 100 do
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #first == 0 then return false end
+  local id = first[1]
+  local key = ARGV[1] .. id
+  redis.call('ZREM', KEYS[1], id)
+  if redis.call('HGET', key, 'status') == 'queued' then
+    redis.call('HINCRBY', key, 'runs', 1)
+    redis.call('HSET', key, 'status', 'running', 'updated_at', ARGV[2], 'run_id', ARGV[4])
+    redis.call('ZADD', KEYS[2], ARGV[3], id)
+    return {id, redis.call('HGETALL', key)}
+  end
+end
+return false
+"#;
+
+/// Ends run `ARGV[2]` of job `ARGV[1]` at `ARGV[3]` as status `ARGV[5]` (with
+/// field `ARGV[6]` = `ARGV[7]` if named; due again at `ARGV[8]` when waiting), if
+/// that run still holds the job, and (when `ARGV[10]` is given) only if its lease
+/// ended by then: the job's fields, or nil.
+const FINISH: &str = concat!(
+    ended!(),
+    r#"
+if redis.call('HGET', KEYS[1], 'status') ~= 'running'
+  or redis.call('HGET', KEYS[1], 'runs') ~= ARGV[2] then
+  return false
+end
+if ARGV[10] ~= '' then
+  local lease = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if lease and tonumber(lease) > tonumber(ARGV[10]) then return false end
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'status', ARGV[5], 'updated_at', ARGV[3])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], ARGV[6], ARGV[7]) end
+if ARGV[5] == 'retry_wait' then
+  redis.call('HSET', KEYS[1], 'next_run_at', ARGV[8])
+  redis.call('ZADD', KEYS[3], ARGV[8], ARGV[1])
+else
+  ended(KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[9], KEYS[4])
+end
+return redis.call('HGETALL', KEYS[1])
+"#
+);
+
+/// Holds the runs (id, run number pairs from `ARGV[3]` on) that still hold their
+/// job until `ARGV[2]`: the ids of the others.
+const RENEW: &str = r#"
+local gone = {}
+for i = 3, #ARGV, 2 do
+  local key = ARGV[1] .. ARGV[i]
+  if redis.call('HGET', key, 'status') == 'running'
+    and redis.call('HGET', key, 'runs') == ARGV[i + 1] then
+    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])
+  else
+    table.insert(gone, ARGV[i])
+  end
+end
+return gone
+"#;
+
+/// At `ARGV[2]`: runs whose lease ended with runs left (below `ARGV[3]`) and
+/// waiting jobs whose time came are queued again (in their place by creation);
+/// {the changes as {id, status left, fields}, the runs out of runs as {id, runs,
+/// run id}} (those fail through `FINISH`, with the error made by the caller).
+const SWEEP: &str = r#"
+local moved, cut = {}, {}
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 100)
+for _, id in ipairs(expired) do
+  local key = ARGV[1] .. id
+  local job = redis.call('HMGET', key, 'status', 'runs', 'run_id', 'created_at')
+  if job[1] ~= 'running' then
+    redis.call('ZREM', KEYS[1], id)
+  elseif tonumber(job[2]) >= tonumber(ARGV[3]) then
+    table.insert(cut, {id, job[2], job[3] or ''})
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', key, 'status', 'queued', 'updated_at', ARGV[2])
+    redis.call('ZADD', KEYS[2], job[4], id)
+    table.insert(moved, {id, 'running', redis.call('HGETALL', key)})
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[2], 'LIMIT', 0, 100)
+for _, id in ipairs(due) do
+  local key = ARGV[1] .. id
+  local job = redis.call('HMGET', key, 'status', 'created_at')
+  redis.call('ZREM', KEYS[3], id)
+  if job[1] == 'retry_wait' then
+    redis.call('HSET', key, 'status', 'queued', 'updated_at', ARGV[2])
+    redis.call('HDEL', key, 'next_run_at')
+    redis.call('ZADD', KEYS[2], job[2], id)
+    table.insert(moved, {id, 'retry_wait', redis.call('HGETALL', key)})
+  end
+end
+return {moved, cut}
+"#;
+
+/// Takes at most `ARGV[4]` deliveries due at `ARGV[2]` and holds them until
+/// `ARGV[3]`: {id, fields} of each.
+const DUE: &str = r#"
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[4]))
+local jobs = {}
+for _, id in ipairs(due) do
+  local fields = redis.call('HGETALL', ARGV[1] .. id)
+  if #fields == 0 then
+    redis.call('ZREM', KEYS[1], id)
+  else
+    redis.call('ZADD', KEYS[1], ARGV[3], id)
+    table.insert(jobs, {id, fields})
+  end
+end
+return jobs
+"#;
+
+/// Writes job `ARGV[1]`'s delivery `ARGV[2]`: still pending (`ARGV[3]` = '1'), it
+/// is due at `ARGV[4]`; made or given up, it leaves the set and the job expires
+/// `ARGV[5]` ms after it finished (`ARGV[6]` is now).
+const DELIVERED: &str = concat!(
+    ended!(),
+    r#"
+local job = redis.call('HMGET', KEYS[1], 'status', 'updated_at')
+if not job[1] then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 0
+end
+redis.call('HSET', KEYS[1], 'delivery', ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+  return 1
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if finished(job[1]) then
+  local left = tonumber(job[2]) + tonumber(ARGV[5]) - tonumber(ARGV[6])
+  if left > 0 then
+    redis.call('PEXPIRE', KEYS[1], math.floor(left))
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
+return 1
+"#
+);
+
+/// The scripts, loaded once per Redis (`EVALSHA`, and `EVAL` again when Redis
+/// has lost them).
+pub(super) struct Scripts {
+    pub(super) submit: Script,
+    pub(super) cancel: Script,
+    pub(super) claim: Script,
+    pub(super) finish: Script,
+    pub(super) renew: Script,
+    pub(super) sweep: Script,
+    pub(super) due: Script,
+    pub(super) delivered: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Scripts {
+        Scripts {
+            submit: Script::new(SUBMIT),
+            cancel: Script::new(CANCEL),
+            claim: Script::new(CLAIM),
+            finish: Script::new(FINISH),
+            renew: Script::new(RENEW),
+            sweep: Script::new(SWEEP),
+            due: Script::new(DUE),
+            delivered: Script::new(DELIVERED),
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The job store's calls, each one script or command through the fleet's handle.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use super::{RedisJobs, fields};
+use crate::error::ApiError;
+use crate::jobs::{
+    Canceled, Counts, Delivery, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown, Submitted,
+};
+use crate::wall::unix_millis;
+
+/// The most deliveries one call takes (and holds).
+const DELIVERIES_PER_CALL: u64 = 32;
+
+/// A change a script reports: the job's id, the status it left, its fields.
+type Change = (String, String, Vec<String>);
+
+fn moved((id, from, flat): Change) -> Result<Moved, StoreDown> {
+    Ok(Moved {
+        job: fields::decode(&id, flat)?,
+        from: JobStatus::from_name(&from),
+    })
+}
+
+impl JobStore for RedisJobs {
+    fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
+        Box::pin(async move {
+            let fields = fields::encode(&job)?;
+            let mut invocation = self.scripts.submit.prepare_invoke();
+            invocation
+                .key(self.job_key(&job.id))
+                .key(self.set("queued"))
+                .key(self.set("running"))
+                .key(self.set("waiting"))
+                .arg(max_queued)
+                .arg(&job.id)
+                .arg(job.created_at);
+            for (name, value) in &fields {
+                invocation.arg(*name).arg(value);
+            }
+            let written: i64 = self
+                .call("jobs_submit", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            Ok(match written {
+                1 => Submitted::Accepted(job),
+                _ => Submitted::Full,
+            })
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>> {
+        Box::pin(async move {
+            let key = self.job_key(id);
+            let flat: Vec<String> = self
+                .call("jobs_get", |mut c| async move {
+                    redis::cmd("HGETALL").arg(key).query_async(&mut c).await
+                })
+                .await?;
+            if flat.is_empty() {
+                return Ok(None);
+            }
+            let job = fields::decode(id, flat)?;
+            let now = unix_millis();
+            Ok(Some(job).filter(|job| job.client == client && !self.expired(job, now)))
+        })
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Canceled, StoreDown>> {
+        Box::pin(async move {
+            let mut invocation = self.scripts.cancel.prepare_invoke();
+            invocation
+                .key(self.job_key(id))
+                .key(self.set("queued"))
+                .key(self.set("running"))
+                .key(self.set("waiting"))
+                .key(self.set("deliveries"))
+                .arg(id)
+                .arg(client)
+                .arg(now)
+                .arg(self.ttl_ms())
+                .arg(self.delivery(now)?);
+            let (outcome, from, flat): Change = self
+                .call("jobs_cancel", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            Ok(match outcome.as_str() {
+                "finished" => Canceled::Finished(fields::decode(id, flat)?),
+                "now" => Canceled::Now(moved((id.to_owned(), from, flat))?),
+                _ => Canceled::Unknown,
+            })
+        })
+    }
+
+    fn claim(&self, now: u64, lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>> {
+        Box::pin(async move {
+            let run_id = uuid::Uuid::new_v4().hyphenated().to_string();
+            let mut invocation = self.scripts.claim.prepare_invoke();
+            invocation
+                .key(self.set("queued"))
+                .key(self.set("running"))
+                .arg(self.job_key(""))
+                .arg(now)
+                .arg(now + lease.as_millis() as u64)
+                .arg(run_id);
+            let claimed: Option<(String, Vec<String>)> = self
+                .call("jobs_claim", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            claimed
+                .map(|(id, flat)| moved((id, JobStatus::Queued.name().to_owned(), flat)))
+                .transpose()
+        })
+    }
+
+    fn finish<'a>(
+        &'a self,
+        id: &'a str,
+        run: u32,
+        end: RunEnd,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
+        Box::pin(self.end_run(id, run, end, now, None))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        runs: &'a [(String, u32)],
+        now: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Vec<String>, StoreDown>> {
+        Box::pin(async move {
+            if runs.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut invocation = self.scripts.renew.prepare_invoke();
+            invocation
+                .key(self.set("running"))
+                .arg(self.job_key(""))
+                .arg(now + lease.as_millis() as u64);
+            for (id, run) in runs {
+                invocation.arg(id).arg(*run);
+            }
+            self.call("jobs_renew", |mut c| async move {
+                invocation.invoke_async(&mut c).await
+            })
+            .await
+        })
+    }
+
+    fn sweep(&self, now: u64, max_runs: u32) -> BoxFuture<'_, Result<Vec<Moved>, StoreDown>> {
+        Box::pin(async move {
+            let mut invocation = self.scripts.sweep.prepare_invoke();
+            invocation
+                .key(self.set("running"))
+                .key(self.set("queued"))
+                .key(self.set("waiting"))
+                .arg(self.job_key(""))
+                .arg(now)
+                .arg(max_runs);
+            let (changes, cut): (Vec<Change>, Vec<(String, u32, String)>) = self
+                .call("jobs_sweep", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            let mut changes = changes
+                .into_iter()
+                .map(moved)
+                .collect::<Result<Vec<_>, _>>()?;
+            // Runs cut with no run left fail, each if its lease is still over
+            // (another replica may have failed it, or its replica renewed it, since).
+            for (id, run, run_id) in cut {
+                let error = ApiError::JobInterrupted.body(&run_id)["error"].clone();
+                let failed = RunEnd::Failed(error);
+                if let Some(change) = self.end_run(&id, run, failed, now, Some(now)).await? {
+                    changes.push(change);
+                }
+            }
+            Ok(changes)
+        })
+    }
+
+    fn expire(&self, _now: u64, _ttl: Duration) -> BoxFuture<'_, Result<u64, StoreDown>> {
+        // Finished jobs' keys expire by themselves.
+        Box::pin(std::future::ready(Ok(0)))
+    }
+
+    fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>> {
+        Box::pin(async move {
+            let sets = ["queued", "running", "waiting"].map(|name| self.set(name));
+            let (queued, running, retry_wait): (u64, u64, u64) = self
+                .call("jobs_counts", |mut c| async move {
+                    let mut pipe = redis::pipe();
+                    for set in &sets {
+                        pipe.zcard(set);
+                    }
+                    pipe.query_async(&mut c).await
+                })
+                .await?;
+            Ok(Counts {
+                queued,
+                running,
+                retry_wait,
+            })
+        })
+    }
+
+    fn due_deliveries(
+        &self,
+        now: u64,
+        lease: Duration,
+    ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
+        Box::pin(async move {
+            let mut invocation = self.scripts.due.prepare_invoke();
+            invocation
+                .key(self.set("deliveries"))
+                .arg(self.job_key(""))
+                .arg(now)
+                .arg(now + lease.as_millis() as u64)
+                .arg(DELIVERIES_PER_CALL);
+            let due: Vec<(String, Vec<String>)> = self
+                .call("jobs_due_deliveries", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            due.into_iter()
+                .map(|(id, flat)| fields::decode(&id, flat))
+                .collect()
+        })
+    }
+
+    fn delivered<'a>(
+        &'a self,
+        id: &'a str,
+        delivery: Delivery,
+    ) -> BoxFuture<'a, Result<(), StoreDown>> {
+        Box::pin(async move {
+            let text = serde_json::to_string(&delivery)
+                .map_err(|e| StoreDown(format!("cannot encode a delivery: {e}")))?;
+            let pending = delivery.status == "pending";
+            let mut invocation = self.scripts.delivered.prepare_invoke();
+            invocation
+                .key(self.job_key(id))
+                .key(self.set("deliveries"))
+                .arg(id)
+                .arg(text)
+                .arg(if pending { "1" } else { "0" })
+                .arg(delivery.next_at)
+                .arg(self.ttl_ms())
+                .arg(unix_millis());
+            let _: i64 = self
+                .call("jobs_delivered", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+}
