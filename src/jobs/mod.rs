@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 pub use self::outcome::RunEnd;
-pub use self::record::{Delivery, Job, JobRequest, JobStatus};
+pub use self::record::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus};
 
 /// The store could not be reached or could not write (`503 store_unavailable`:
 /// nothing is accepted that cannot be kept).

@@ -84,6 +84,29 @@ pub struct JobRequest {
     pub cache_control: Option<String>,
 }
 
+/// Where a delivery is (stored by these names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Not made yet: an attempt is due at `next_at`.
+    Pending,
+    /// A receiver answered `2xx`.
+    Delivered,
+    /// Every attempt failed.
+    Failed,
+}
+
+impl DeliveryStatus {
+    /// The name the API and the metrics use.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+}
+
 /// A finished job's webhook delivery (contract 7.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
@@ -91,8 +114,8 @@ pub struct Delivery {
     pub v: u8,
     /// `webhook-id`: the same on every attempt of this delivery.
     pub id: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    /// Where it is.
+    pub status: DeliveryStatus,
     /// Attempts made so far.
     pub attempts: u32,
     /// When the next attempt is due (Unix ms), while pending.
@@ -105,7 +128,7 @@ impl Delivery {
         Delivery {
             v: VERSION,
             id: format!("msg_{}", base62_id()),
-            status: "pending".into(),
+            status: DeliveryStatus::Pending,
             attempts: 0,
             next_at: now,
         }
@@ -181,7 +204,8 @@ impl Job {
             view["error"] = error.clone();
         }
         if let Some(delivery) = &self.delivery {
-            view["webhook"] = json!({"status": delivery.status, "attempts": delivery.attempts});
+            view["webhook"] =
+                json!({"status": delivery.status.name(), "attempts": delivery.attempts});
         }
         view
     }

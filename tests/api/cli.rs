@@ -150,7 +150,10 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
         .to_owned();
     let health = blocking_get(base.trim_start_matches("http://"), "/healthz");
     // The job's two lines, pasted into a shell as they are printed.
-    let submit = printed.iter().position(|l| l.starts_with("JOB=")).expect("a job line");
+    let submit = printed
+        .iter()
+        .position(|l| l.starts_with("JOB="))
+        .expect("a job line");
     let job = Command::new("sh")
         .arg("-c")
         .arg(printed[submit..=submit + 1].join("\n"))

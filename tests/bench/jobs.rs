@@ -201,23 +201,28 @@ async fn end_to_end(ladle: &Proc, requests: usize) -> EndToEnd {
     let sync = {
         let (client, task) = (client.clone(), task.clone());
         move |n: usize| {
-        let (client, task) = (client.clone(), task.clone());
-        async move {
-            let answer = client
-                .post(&task)
-                .header("content-type", "application/json")
-                .body(body(n))
-                .send()
-                .await;
-            match answer {
-                Ok(r) if r.status() == 200 => r.bytes().await.is_ok(),
-                _ => false,
+            let (client, task) = (client.clone(), task.clone());
+            async move {
+                let answer = client
+                    .post(&task)
+                    .header("content-type", "application/json")
+                    .body(body(n))
+                    .send()
+                    .await;
+                match answer {
+                    Ok(r) if r.status() == 200 => r.bytes().await.is_ok(),
+                    _ => false,
+                }
             }
         }
-    }};
+    };
     let job = move |n: usize| {
         let (client, task, jobs) = (client.clone(), task.clone(), jobs.clone());
-        async move { job_round_trip(&client, &task, &jobs, n).await.unwrap_or(false) }
+        async move {
+            job_round_trip(&client, &task, &jobs, n)
+                .await
+                .unwrap_or(false)
+        }
     };
     concurrently(1, 0..20, &sync).await;
     concurrently(1, 0..20, &job).await;

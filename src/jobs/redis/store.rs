@@ -7,7 +7,8 @@ use futures_util::future::BoxFuture;
 use super::{RedisJobs, fields};
 use crate::error::ApiError;
 use crate::jobs::{
-    Canceled, Counts, Delivery, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown, Submitted,
+    Canceled, Counts, Delivery, DeliveryStatus, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown,
+    Submitted,
 };
 use crate::wall::unix_millis;
 
@@ -251,7 +252,7 @@ impl JobStore for RedisJobs {
         Box::pin(async move {
             let text = serde_json::to_string(&delivery)
                 .map_err(|e| StoreDown(format!("cannot encode a delivery: {e}")))?;
-            let pending = delivery.status == "pending";
+            let pending = delivery.status == DeliveryStatus::Pending;
             let mut invocation = self.scripts.delivered.prepare_invoke();
             invocation
                 .key(self.job_key(id))

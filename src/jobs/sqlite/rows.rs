@@ -2,7 +2,7 @@
 
 use rusqlite::{Row, Transaction, params};
 
-use crate::jobs::{Delivery, Job, JobRequest, JobStatus};
+use crate::jobs::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus};
 
 /// The columns read, in `read`'s order.
 pub const COLUMNS: &str = "id, client, status, runs, created_at, updated_at, due_at, \
@@ -51,7 +51,7 @@ pub fn write(tx: &Transaction<'_>, job: &Job) -> rusqlite::Result<()> {
     let delivery_due = job
         .delivery
         .as_ref()
-        .filter(|d| d.status == "pending")
+        .filter(|d| d.status == DeliveryStatus::Pending)
         .map(|d| d.next_at as i64);
     let mut statement = tx.prepare_cached(
         "INSERT INTO jobs (id, client, status, runs, created_at, updated_at, due_at, request, \

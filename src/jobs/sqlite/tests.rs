@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Map, json};
 
 use super::SqliteJobs;
-use crate::jobs::{Canceled, Job, JobRequest, JobStatus, JobStore, RunEnd, Submitted, record};
+use crate::jobs::{
+    Canceled, DeliveryStatus, Job, JobRequest, JobStatus, JobStore, RunEnd, Submitted, record,
+};
 
 const LEASE: Duration = Duration::from_secs(10);
 
@@ -142,7 +144,7 @@ async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
         .expect("held");
     assert_eq!(finished.job.view()["result"], json!({"task": "a"}));
     assert_eq!(
-        finished.job.delivery.as_ref().map(|d| d.status.as_str()),
+        finished.job.delivery.as_ref().map(|d| d.status.name()),
         Some("pending")
     );
 }
@@ -258,7 +260,7 @@ async fn a_due_delivery_is_held_while_one_sender_makes_it() {
         "held"
     );
     let mut delivery = due[0].delivery.clone().expect("a delivery");
-    delivery.status = "delivered".into();
+    delivery.status = DeliveryStatus::Delivered;
     delivery.attempts = 1;
     store.delivered(&job.id, delivery).await.expect("writes");
     assert!(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Delivery, Job};
+use super::{Delivery, DeliveryStatus, Job};
 use crate::wall::rfc3339;
 
 /// The longest back-off between two attempts of a delivery.
@@ -44,12 +44,12 @@ impl WebhookSettings {
     pub fn after_attempt(&self, mut delivery: Delivery, delivered: bool, now: u64) -> Delivery {
         delivery.attempts += 1;
         delivery.status = if delivered {
-            "delivered".into()
+            DeliveryStatus::Delivered
         } else if delivery.attempts >= self.attempts {
-            "failed".into()
+            DeliveryStatus::Failed
         } else {
             delivery.next_at = now + self.backoff_after(delivery.attempts).as_millis() as u64;
-            "pending".into()
+            DeliveryStatus::Pending
         };
         delivery
     }
@@ -95,7 +95,7 @@ mod tests {
         let after_one = settings.after_attempt(first.clone(), false, 10);
         assert_eq!(
             (
-                after_one.status.as_str(),
+                after_one.status.name(),
                 after_one.attempts,
                 after_one.next_at
             ),
@@ -103,17 +103,17 @@ mod tests {
         );
         let after_two = settings.after_attempt(after_one, false, 2_000);
         assert_eq!(
-            (after_two.status.as_str(), after_two.next_at),
+            (after_two.status.name(), after_two.next_at),
             ("pending", 4_000)
         );
         let after_three = settings.after_attempt(after_two, false, 5_000);
         assert_eq!(
-            (after_three.status.as_str(), after_three.attempts),
+            (after_three.status.name(), after_three.attempts),
             ("failed", 3)
         );
         let delivered = settings.after_attempt(first, true, 10);
         assert_eq!(
-            (delivered.status.as_str(), delivered.attempts),
+            (delivered.status.name(), delivered.attempts),
             ("delivered", 1)
         );
         assert_eq!(delivered.id.len(), "msg_".len() + 22);

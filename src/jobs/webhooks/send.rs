@@ -1,5 +1,5 @@
 //! The sender: every tick, the deliveries that are due (held meanwhile, so no
-//! other sender makes them too), each `POST`ed once: a `2xx` within 10 s is
+//! other sender makes them too), each `POST`ed once, all of them at once: a `2xx` within 10 s is
 //! delivered, anything else is tried again after its back-off. Its client is
 //! reqwest, as the upstream's is, with no redirects and no retries of its own.
 
@@ -10,7 +10,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderValue};
 
 use super::{WebhookSettings, body};
 use crate::background::{Background, Continue};
-use crate::jobs::{Job, JobStore};
+use crate::jobs::{DeliveryStatus, Job, JobStore};
 use crate::ops::metrics::Metrics;
 use crate::wall::unix_millis;
 
@@ -46,9 +46,12 @@ pub fn start(
             let Ok(due) = store.due_deliveries(unix_millis(), HOLD).await else {
                 return Continue::Yes;
             };
-            for job in due {
-                attempt(&store, &settings, &metrics, &client, job).await;
-            }
+            // At once, not one after another: each was held for `HOLD` when it
+            // was taken, and ten slow receivers in a row would outlast it.
+            let attempts = due
+                .into_iter()
+                .map(|job| attempt(&store, &settings, &metrics, &client, job));
+            futures_util::future::join_all(attempts).await;
             Continue::Yes
         }
     });
@@ -91,10 +94,9 @@ async fn attempt(
         attempt = after.attempts,
         "webhook attempt"
     );
-    let outcome = match after.status.as_str() {
-        "delivered" => "delivered",
-        "failed" => "failed",
-        _ => "retry",
+    let outcome = match after.status {
+        DeliveryStatus::Pending => "retry",
+        done => done.name(),
     };
     metrics.webhook(outcome);
     // Unreachable: the delivery's hold runs out and it is made again.

@@ -144,7 +144,7 @@ async fn jobs_run_oldest_first_and_a_late_report_changes_nothing() {
         finished.job.view()["result"],
         json!({"task": "recipe", "output": {"菜": [1, 2]}})
     );
-    let delivery = finished.job.delivery.as_ref().map(|d| d.status.as_str());
+    let delivery = finished.job.delivery.as_ref().map(|d| d.status.name());
     assert_eq!(delivery, Some("pending"));
     let read = a.get(&first.id, "").await.expect("reads").expect("the job");
     assert_eq!(
@@ -340,7 +340,7 @@ async fn a_finished_job_expires_after_its_ttl_but_not_before_its_delivery_is_mad
             .len(),
         1
     );
-    delivery.status = "delivered".into();
+    delivery.status = ladle::jobs::DeliveryStatus::Delivered;
     delivery.attempts = 2;
     a.delivered(&job.id, delivery).await.expect("writes");
     let (_, left) = raw(&redis, &key).await;
