@@ -43,6 +43,13 @@ pub struct RunnerSettings {
     pub tick: Duration,
 }
 
+/// How often an idle replica (no unfinished job anywhere, no run here) looks at
+/// the store: a submit here wakes it at once, and one on another replica is
+/// seen within this.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+/// How often the gauges are counted and finished jobs past their time forgotten.
+const ACCOUNT_EVERY: Duration = Duration::from_secs(1);
+
 /// The runner's handle: what the API needs of it.
 #[derive(Clone)]
 pub struct Runner {
@@ -96,17 +103,24 @@ impl Runner {
         let (shared, owner) = (self.shared.clone(), background.clone());
         let stopping = background.stopping();
         drop(background.spawn(async move {
-            for turn in 0u64.. {
+            let mut accounted: Option<tokio::time::Instant> = None;
+            let mut idle = false;
+            loop {
                 round(&shared, &owner, &stopping).await;
                 // Counting and forgetting need not be as prompt as claiming.
-                let per_second = (1_000 / shared.settings.tick.as_millis().max(1)) as u64;
-                if turn % per_second.max(1) == 0 {
-                    account(&shared).await;
+                if accounted.is_none_or(|at| at.elapsed() >= ACCOUNT_EVERY) {
+                    idle = account(&shared).await && lock(&shared.running).is_empty();
+                    accounted = Some(tokio::time::Instant::now());
                 }
+                // An idle gateway costs next to nothing: one look a second.
+                let pause = match idle {
+                    true => IDLE_TICK.max(shared.settings.tick),
+                    false => shared.settings.tick,
+                };
                 tokio::select! {
                     () = stopping.cancelled() => break,
-                    () = shared.wake.notified() => {}
-                    () = tokio::time::sleep(shared.settings.tick) => {}
+                    () = shared.wake.notified() => idle = false,
+                    () = tokio::time::sleep(pause) => {}
                 }
             }
             // Stopping: no new runs, but the runs still going (up to their
@@ -182,16 +196,19 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
     }
 }
 
-/// The gauges, and the finished jobs past their time forgotten.
-async fn account(shared: &Shared) {
-    if let Ok(counts) = shared.store.counts().await {
-        let metrics = &shared.metrics;
-        metrics.job_counts(counts.queued, counts.running, counts.retry_wait);
-    }
+/// The gauges, and the finished jobs past their time forgotten: whether no job
+/// is unfinished anywhere (the store could say).
+async fn account(shared: &Shared) -> bool {
     let _ = shared
         .store
         .expire(unix_millis(), shared.settings.ttl)
         .await;
+    let Ok(counts) = shared.store.counts().await else {
+        return false;
+    };
+    let metrics = &shared.metrics;
+    metrics.job_counts(counts.queued, counts.running, counts.retry_wait);
+    counts.queued + counts.running + counts.retry_wait == 0
 }
 
 /// Tells the store this replica still holds its runs (those whose outcome waits
