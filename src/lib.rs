@@ -23,6 +23,7 @@
 //! - `routes`: thin handlers that turn HTTP into a `request::Call`.
 //! - `server`: serving, the accept loop and its limits, the drain on shutdown.
 //! - `state`: `AppState` and its wiring.
+//! - `state_file`: the SQLite state file's handle: one writer thread, group commit.
 //! - `upstream`: the only HTTP client (reqwest); the order of upstreams, SSE, chunks.
 //!
 //! Invariants (`tests/tidy` checks the mechanical ones): one clock; output state per
@@ -52,6 +53,7 @@ pub mod retry;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod state_file;
 pub mod upstream;
 pub mod wall;
 

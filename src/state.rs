@@ -21,6 +21,7 @@ use crate::jobs::runner::Runner;
 use crate::jobs::sqlite::SqliteJobs;
 use crate::ops::metrics::Metrics;
 use crate::prompts::{FileStore, PromptStore, RedisPrompts};
+use crate::state_file::StateFile;
 use crate::upstream::{ClientOptions, Upstream};
 
 /// Everything a handler may use.
@@ -109,8 +110,8 @@ fn job_runner(
             runner.lease = redis.lease();
             Arc::new(RedisJobs::new(redis.clone(), webhooks, runner.ttl))
         }
-        None => Arc::new(SqliteJobs::open(
-            &settings.state_db,
+        None => Arc::new(SqliteJobs::in_file(
+            StateFile::open(&settings.state_db)?,
             webhooks,
             runner.ttl,
             runner.max_runs,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, COLUMNS};
 use super::{SqliteJobs, Tally};
@@ -50,15 +50,14 @@ pub fn unfinished(connection: &Connection) -> rusqlite::Result<u64> {
 /// and lets go of the deliveries it held for an attempt it never finished, due
 /// again when their own back-off says.
 pub fn recover(
-    connection: &mut Connection,
+    tx: &Connection,
     webhooks: bool,
     max_runs: u32,
     tally: &mut Tally,
 ) -> rusqlite::Result<Vec<Moved>> {
-    let tx = connection.transaction()?;
     let now = crate::wall::unix_millis();
     let mut changed = Vec::new();
-    for mut job in select(&tx, "status = 'running' AND ?1 = ?1", 0)? {
+    for mut job in select(tx, "status = 'running' AND ?1 = ?1", 0)? {
         let to = if job.runs >= max_runs {
             let request_id = job.run_id.clone().unwrap_or_default();
             job.error = Some(ApiError::JobInterrupted.body(&request_id)["error"].clone());
@@ -67,7 +66,7 @@ pub fn recover(
             JobStatus::Queued
         };
         let moved = moved(webhooks, job, to, now, tally);
-        rows::write(&tx, &moved.job)?;
+        rows::write(tx, &moved.job)?;
         changed.push(moved);
     }
     tx.execute(
@@ -75,19 +74,18 @@ pub fn recover(
          WHERE delivery_due IS NOT NULL",
         [],
     )?;
-    tx.commit()?;
     Ok(changed)
 }
 
 /// The job `id`, of whatever client.
-fn find(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<Option<Job>> {
+fn find(tx: &Connection, id: &str) -> rusqlite::Result<Option<Job>> {
     tx.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
         .query_row([id], rows::read)
         .optional()
 }
 
 /// The jobs a `WHERE` clause picks, oldest first.
-fn select(tx: &Transaction<'_>, clause: &str, at: i64) -> rusqlite::Result<Vec<Job>> {
+fn select(tx: &Connection, clause: &str, at: i64) -> rusqlite::Result<Vec<Job>> {
     let mut statement = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM jobs WHERE {clause} ORDER BY seq"
     ))?;

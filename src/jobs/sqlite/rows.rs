@@ -1,6 +1,6 @@
 //! A job's row: its columns, and the `Job` they make.
 
-use rusqlite::{Row, Transaction, params};
+use rusqlite::{Connection, Row, params};
 
 use crate::jobs::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus};
 
@@ -39,7 +39,7 @@ pub fn read(row: &Row<'_>) -> rusqlite::Result<Job> {
 }
 
 /// Writes `job` as its row (new or replaced), with the delivery's due time.
-pub fn write(tx: &Transaction<'_>, job: &Job) -> rusqlite::Result<()> {
+pub fn write(tx: &Connection, job: &Job) -> rusqlite::Result<()> {
     let encode = |value: &Option<serde_json::Value>| value.as_ref().map(|v| v.to_string());
     let request = serde_json::to_string(&job.request).map_err(|e| decode(7, e))?;
     let delivery = job

@@ -19,6 +19,21 @@ fn at(ms: u64) -> u64 {
 }
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// The jobs of a state file opened at `path`.
+fn open(
+    path: &std::path::Path,
+    webhooks: bool,
+    ttl: Duration,
+    max_runs: u32,
+) -> Result<SqliteJobs, crate::config::ConfigError> {
+    SqliteJobs::in_file(
+        crate::state_file::StateFile::open(path)?,
+        webhooks,
+        ttl,
+        max_runs,
+    )
+}
+
 fn file(name: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("ladle-jobs-{name}-{}.db", std::process::id()));
     for suffix in ["", "-wal", "-shm"] {
@@ -49,13 +64,13 @@ async fn submitted(store: &SqliteJobs, job: Job) -> Job {
 async fn a_submitted_job_is_in_the_file_when_the_call_returns() {
     let path = file("durable");
     let id = {
-        let store = SqliteJobs::open(&path, false, DAY, 3).expect("opens");
+        let store = open(&path, false, DAY, 3).expect("opens");
         submitted(&store, job("recipe", at(0))).await.id
     };
     // The first store is gone (its thread ends with its last sender); a new one
     // on the same file finds the job.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let reopened = SqliteJobs::open(&path, false, DAY, 3).expect("reopens");
+    let reopened = open(&path, false, DAY, 3).expect("reopens");
     let found = reopened
         .get(&id, "")
         .await
@@ -70,8 +85,8 @@ async fn a_submitted_job_is_in_the_file_when_the_call_returns() {
 #[tokio::test]
 async fn a_second_store_on_a_file_in_use_is_refused_naming_the_key() {
     let path = file("locked");
-    let _first = SqliteJobs::open(&path, false, DAY, 3).expect("opens");
-    let error = SqliteJobs::open(&path, false, DAY, 3)
+    let _first = open(&path, false, DAY, 3).expect("opens");
+    let error = open(&path, false, DAY, 3)
         .err()
         .expect("refused")
         .to_string();
@@ -81,7 +96,7 @@ async fn a_second_store_on_a_file_in_use_is_refused_naming_the_key() {
 
 #[tokio::test]
 async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
-    let store = SqliteJobs::open(&PathBuf::from(":memory:"), true, DAY, 3).expect("opens");
+    let store = open(&PathBuf::from(":memory:"), true, DAY, 3).expect("opens");
     let (first, second) = (
         submitted(&store, job("a", at(0))).await,
         submitted(&store, job("b", at(1))).await,
@@ -153,7 +168,7 @@ async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
 async fn a_run_cut_by_the_process_ending_is_run_again_or_fails_interrupted() {
     let path = file("cut");
     let (again, out_of_runs) = {
-        let store = SqliteJobs::open(&path, false, DAY, 3).expect("opens");
+        let store = open(&path, false, DAY, 3).expect("opens");
         let (a, b) = (
             submitted(&store, job("a", at(0))).await,
             submitted(&store, job("b", at(1))).await,
@@ -168,7 +183,7 @@ async fn a_run_cut_by_the_process_ending_is_run_again_or_fails_interrupted() {
         (a.id, b.id)
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let store = SqliteJobs::open(&path, false, DAY, 3).expect("reopens");
+    let store = open(&path, false, DAY, 3).expect("reopens");
     let cut = store.sweep(at(1_000), 3).await.expect("sweeps");
     let statuses: Vec<(String, JobStatus)> =
         cut.into_iter().map(|m| (m.job.id, m.job.status)).collect();
@@ -195,7 +210,7 @@ async fn a_run_cut_by_the_process_ending_is_run_again_or_fails_interrupted() {
 
 #[tokio::test]
 async fn a_cancel_ends_an_unfinished_job_and_leaves_a_finished_one() {
-    let store = SqliteJobs::open(&PathBuf::from(":memory:"), false, DAY, 3).expect("opens");
+    let store = open(&PathBuf::from(":memory:"), false, DAY, 3).expect("opens");
     let job = submitted(&store, job("a", at(0))).await;
     let Canceled::Now(moved) = store.cancel(&job.id, "", at(5)).await.expect("writes") else {
         panic!("canceled now");
@@ -217,7 +232,7 @@ async fn a_cancel_ends_an_unfinished_job_and_leaves_a_finished_one() {
 
 #[tokio::test]
 async fn the_store_holds_at_most_max_queued_unfinished_jobs_and_forgets_old_finished_ones() {
-    let store = SqliteJobs::open(
+    let store = open(
         &PathBuf::from(":memory:"),
         false,
         Duration::from_millis(100),
@@ -246,7 +261,7 @@ async fn the_store_holds_at_most_max_queued_unfinished_jobs_and_forgets_old_fini
 
 #[tokio::test]
 async fn a_due_delivery_is_held_while_one_sender_makes_it() {
-    let store = SqliteJobs::open(&PathBuf::from(":memory:"), true, DAY, 3).expect("opens");
+    let store = open(&PathBuf::from(":memory:"), true, DAY, 3).expect("opens");
     let job = submitted(&store, job("a", at(0))).await;
     store.cancel(&job.id, "", at(5)).await.expect("writes");
     let due = store.due_deliveries(at(10), LEASE).await.expect("reads");
@@ -285,7 +300,7 @@ async fn a_due_delivery_is_held_while_one_sender_makes_it() {
 #[tokio::test]
 async fn many_submits_at_once_share_commits_and_all_are_kept() {
     let path = file("group");
-    let store = std::sync::Arc::new(SqliteJobs::open(&path, false, DAY, 3).expect("opens"));
+    let store = std::sync::Arc::new(open(&path, false, DAY, 3).expect("opens"));
     let submits = (0..200).map(|n| {
         let store = store.clone();
         tokio::spawn(async move { submitted(&store, job("g", at(n))).await.id })

@@ -134,12 +134,17 @@ async fn a_submit_past_job_max_queued_is_503_overloaded_and_writes_nothing() {
     assert!(third.headers().contains_key("retry-after"));
     assert_eq!(json_of(third).await["error"]["code"], "overloaded");
     // The gauges are counted about once a second: they settle on one running, one queued.
-    eventually(Duration::from_secs(3), "one running and one queued", async || {
-        let metrics = gateway.metrics().await;
-        let value =
-            |status: &str| metric_value(&metrics, &format!("ladle_jobs{{status=\"{status}\"}}"));
-        (value("running") == Some(1.0) && value("queued") == Some(1.0)).then_some(())
-    })
+    eventually(
+        Duration::from_secs(3),
+        "one running and one queued",
+        async || {
+            let metrics = gateway.metrics().await;
+            let value = |status: &str| {
+                metric_value(&metrics, &format!("ladle_jobs{{status=\"{status}\"}}"))
+            };
+            (value("running") == Some(1.0) && value("queued") == Some(1.0)).then_some(())
+        },
+    )
     .await;
 }
 

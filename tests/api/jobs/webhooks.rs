@@ -46,14 +46,19 @@ async fn deliveries(receiver: &Receiver, count: usize) -> Vec<Received> {
     .await
 }
 
-/// The job once its webhook has left `pending`.
+/// The job once its webhook is `delivered` or `failed` (before it finishes, a job
+/// has no `webhook` at all).
 async fn webhook_settled(endpoint: &Endpoint, id: &str) -> Value {
     eventually(
         Duration::from_secs(5),
         "the webhook to settle",
         async || {
             let job = job_after(endpoint, id, 1).await;
-            (job["webhook"]["status"] != "pending").then_some(job)
+            let settled = matches!(
+                job["webhook"]["status"].as_str(),
+                Some("delivered" | "failed")
+            );
+            settled.then_some(job)
         },
     )
     .await
