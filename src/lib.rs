@@ -5,6 +5,7 @@
 //! - `background`: the one owner of background tasks, drained at shutdown.
 //! - `breaker`: one upstream's circuit breaker, pure.
 //! - `budget`: retry budgets behind the `Budget` trait (local, and shared by a fleet).
+//! - `cache`: the answer cache: kept task answers (the state file, or Redis).
 //! - `cli`: the command line; the only reader of the environment and config file.
 //! - `completion`: the attempt loop under one deadline; the only code that sleeps.
 //! - `config`: one validated `Config`; `settings` is the one table of defaults.
@@ -35,6 +36,7 @@ pub mod app;
 pub mod background;
 pub mod breaker;
 pub mod budget;
+pub mod cache;
 pub mod cli;
 pub mod completion;
 pub mod config;

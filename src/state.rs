@@ -10,6 +10,9 @@ use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::shared::FleetBudgets;
 use crate::budget::{self, Budget, RetryBudget, SharedBudget};
+use crate::cache::AnswerCache;
+use crate::cache::redis::RedisCache;
+use crate::cache::sqlite::SqliteCache;
 use crate::completion::{SharedUpstreams, UpstreamGuards};
 use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, StartError};
@@ -43,6 +46,8 @@ pub struct AppState {
     pub background: Background,
     /// Background jobs: their store and this replica's runs of them.
     pub jobs: Runner,
+    /// Kept task answers (contract 7.3).
+    pub cache: Arc<dyn AnswerCache>,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -79,7 +84,7 @@ impl AppState {
                 Arc::new(MemoryStore::new(config.idempotency)),
             ),
         };
-        let jobs = job_runner(&config, &metrics, redis.as_ref())?;
+        let (jobs, cache) = kept_state(&config, &metrics, redis.as_ref())?;
         Ok(AppState {
             config: Arc::new(config),
             upstreams,
@@ -89,35 +94,43 @@ impl AppState {
             redis,
             background,
             jobs,
+            cache,
         })
     }
 }
 
-/// The job store and its runner: with the fleet's Redis, the jobs live there
-/// (and the state file is neither opened nor locked); else in the state file.
-fn job_runner(
+/// What outlives a request: the job store with its runner, and the kept answers.
+/// With the fleet's Redis they live there (and the state file is neither opened
+/// nor locked); else both in the one state file.
+fn kept_state(
     config: &Config,
     metrics: &Metrics,
     redis: Option<&Arc<Redis>>,
-) -> Result<Runner, StartError> {
+) -> Result<(Runner, Arc<dyn AnswerCache>), StartError> {
     let settings = &config.jobs;
     let webhooks = settings.webhook.is_some();
     let mut runner = settings.runner;
-    let store: Arc<dyn JobStore> = match redis {
+    let entries = config.cache_max_entries;
+    let (jobs, cache): (Arc<dyn JobStore>, Arc<dyn AnswerCache>) = match redis {
         Some(redis) => {
             // One lease for the fleet's claims (`LADLE_REDIS_LEASE_MS`), as the
             // Redis handle has it.
             runner.lease = redis.lease();
-            Arc::new(RedisJobs::new(redis.clone(), webhooks, runner.ttl))
+            (
+                Arc::new(RedisJobs::new(redis.clone(), webhooks, runner.ttl)),
+                Arc::new(RedisCache::new(redis.clone(), entries)),
+            )
         }
-        None => Arc::new(SqliteJobs::in_file(
-            StateFile::open(&settings.state_db)?,
-            webhooks,
-            runner.ttl,
-            runner.max_runs,
-        )?),
+        None => {
+            let file = StateFile::open(&settings.state_db)?;
+            let (ttl, runs) = (runner.ttl, runner.max_runs);
+            (
+                Arc::new(SqliteJobs::in_file(file.clone(), webhooks, ttl, runs)?),
+                Arc::new(SqliteCache::in_file(file, entries)?),
+            )
+        }
     };
-    Ok(Runner::new(store, runner, metrics.clone()))
+    Ok((Runner::new(jobs, runner, metrics.clone()), cache))
 }
 
 /// The upstreams with their breakers and budgets (shared with the fleet when

@@ -17,7 +17,7 @@ mod progress;
 mod shared;
 
 pub use job::{CompletionRoute, Job};
-pub use progress::{Finished, Progress};
+pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
 
 use std::future::Future;
@@ -266,6 +266,7 @@ impl Completion {
             upstream,
             model,
             elapsed,
+            cache: None,
         }))
     }
 

@@ -56,4 +56,43 @@ pub struct Finished {
     pub model: String,
     /// Time since the request arrived.
     pub elapsed: Duration,
+    /// What the answer cache (`cache/`) made of it; `None` for a task without
+    /// `[cache]`, or a chat.
+    pub cache: Option<Cached>,
+}
+
+/// Where a task's answer came from, as its `meta.cache` says (contract 7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cached {
+    /// Made now, by the upstream (and kept, unless the request said `no-store`).
+    Miss,
+    /// A kept answer made at `at` (Unix ms), young enough to answer at once.
+    Hit {
+        /// When the kept answer was made.
+        at: u64,
+    },
+    /// A kept answer made at `at`, given instead of the run's retryable error.
+    Stale {
+        /// When the kept answer was made.
+        at: u64,
+    },
+}
+
+impl Cached {
+    /// `meta.cache`, and the metric's `outcome`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cached::Miss => "miss",
+            Cached::Hit { .. } => "hit",
+            Cached::Stale { .. } => "stale",
+        }
+    }
+
+    /// When the kept answer was made, for a hit or a stale answer.
+    pub fn made_at(self) -> Option<u64> {
+        match self {
+            Cached::Miss => None,
+            Cached::Hit { at } | Cached::Stale { at } => Some(at),
+        }
+    }
 }

@@ -91,6 +91,8 @@ pub struct Config {
     pub redis: Option<RedisSettings>,
     /// Background jobs and their webhooks.
     pub jobs: JobSettings,
+    /// `LADLE_CACHE_MAX_ENTRIES`: kept answers (contract 7.3), at least 1.
+    pub cache_max_entries: usize,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
@@ -205,6 +207,7 @@ impl Config {
             budget,
             redis: fleet::load(&src)?,
             jobs: jobs::load(&src, src.get::<Millis>("LADLE_REDIS_LEASE_MS")?.0)?,
+            cache_max_entries: src.get("LADLE_CACHE_MAX_ENTRIES")?,
             busy_keywords: BusyKeywords::parse(&src.get::<String>("LADLE_BUSY_KEYWORDS")?),
             max_body_bytes: src.get("LADLE_MAX_BODY_BYTES")?,
             max_answer_bytes: src.get("LADLE_MAX_ANSWER_BYTES")?,
@@ -278,6 +281,7 @@ impl Config {
             ("LADLE_MAX_INFLIGHT", self.max_inflight),
             ("LADLE_MAX_BODY_BYTES", self.max_body_bytes),
             ("LADLE_MAX_ANSWER_BYTES", self.max_answer_bytes),
+            ("LADLE_CACHE_MAX_ENTRIES", self.cache_max_entries),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
             return Err(invalid(key, "must be at least 1"));

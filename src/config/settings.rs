@@ -71,6 +71,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("LADLE_JOB_WEBHOOK_SECRET", ""),
     ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1000"),
     ("LADLE_JOB_WEBHOOK_ATTEMPTS", "8"),
+    ("LADLE_CACHE_MAX_ENTRIES", "10000"),
 ];
 
 /// The `LADLE_*` names among `names` that are no setting (typos, or settings of

@@ -8,7 +8,7 @@
 
 mod render;
 
-pub use render::{ErrorCode, SHOULD_RETRY, StreamError, below_the_router, render_error};
+pub use render::{ErrorCode, SHOULD_RETRY, below_the_router, render_error};
 
 use std::time::Duration;
 

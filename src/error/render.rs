@@ -4,8 +4,6 @@
 //! knows the request id, writes the JSON body. `x-should-retry` keeps retries at
 //! one layer on the completion routes.
 
-use std::sync::{Arc, OnceLock};
-
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -16,25 +14,6 @@ use crate::ops::request_id::RequestId;
 /// read by the request observer for its log line.
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorCode(pub &'static str);
-
-/// The error a `200` stream ended with, known only when its `error` event is
-/// written: a relay puts one in the response's extensions and fills it in, and the
-/// request observer reads it when the body ends, so the request's log line says
-/// what happened instead of `ok`.
-#[derive(Debug, Clone, Default)]
-pub struct StreamError(Arc<OnceLock<&'static str>>);
-
-impl StreamError {
-    /// Records the code of the error event the stream ends with.
-    pub fn set(&self, code: &'static str) {
-        let _ = self.0.set(code);
-    }
-
-    /// The code, if the stream ended with an error event.
-    pub fn code(&self) -> Option<&'static str> {
-        self.0.get().copied()
-    }
-}
 
 /// The header the official OpenAI SDKs obey before retrying a request on their own.
 pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");

@@ -17,7 +17,7 @@
 use std::convert::Infallible;
 use std::future::{Future, Ready};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ use super::metrics::Metrics;
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::completion::CompletionRoute;
-use crate::error::{ApiError, ErrorCode, StreamError};
+use crate::error::{ApiError, ErrorCode};
 use crate::server::connection::Connection;
 
 /// What a completion route adds to its request's log line: the effective deadline,
@@ -48,11 +48,32 @@ pub struct CompletionNote {
     pub idempotency_key: Option<String>,
     /// `executed`, `replayed`, `joined` or `reused`.
     pub idempotency: Option<&'static str>,
+    /// For a cached task: `hit`, `miss` or `stale`, once the answer is known.
+    pub cache: Option<LateWord>,
 }
 
 /// When the request arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(pub Instant);
+
+/// A word of the request's log line known only after its head is out: the error
+/// a `200` stream ended with (a relay puts one in the response's extensions and
+/// fills it in when it writes the `error` event), or what the answer cache did
+/// (in the `CompletionNote`). The observer reads it when the body ends.
+#[derive(Debug, Clone, Default)]
+pub struct LateWord(Arc<OnceLock<&'static str>>);
+
+impl LateWord {
+    /// Records the word (the first one given stays).
+    pub fn set(&self, word: &'static str) {
+        let _ = self.0.set(word);
+    }
+
+    /// The word, once it is known.
+    pub fn word(&self) -> Option<&'static str> {
+        self.0.get().copied()
+    }
+}
 
 /// Observes every route it wraps (a router layer, so the matched route is known).
 #[derive(Clone)]
@@ -185,7 +206,7 @@ where
         let mut record = Record {
             status: response.status().as_u16(),
             error,
-            stream_error: response.extensions().get::<StreamError>().cloned(),
+            stream_error: response.extensions().get::<LateWord>().cloned(),
             note,
             head: seen.arrived.elapsed(),
             ended: false,
@@ -241,7 +262,7 @@ struct Record {
     status: u16,
     error: Option<&'static str>,
     /// Where a `200` stream's relay writes the error it ended with, if any.
-    stream_error: Option<StreamError>,
+    stream_error: Option<LateWord>,
     /// A completion route's own fields.
     note: Option<CompletionNote>,
     head: Duration,
@@ -267,7 +288,7 @@ impl Drop for Record {
         seen.metrics.request(route, self.status, elapsed);
         // An error's code, a stream's closing error event's; else whether the body
         // was sent whole.
-        let late = self.stream_error.as_ref().and_then(StreamError::code);
+        let late = self.stream_error.as_ref().and_then(LateWord::word);
         let outcome = match (self.error.or(late), self.ended) {
             (Some(code), _) => code,
             (None, true) => "ok",
@@ -284,6 +305,7 @@ impl Drop for Record {
             deadline_ms = self.note.as_ref().and_then(|n| n.deadline_ms),
             idempotency_key = self.note.as_ref().and_then(|n| n.idempotency_key.as_deref()),
             idempotency = self.note.as_ref().and_then(|n| n.idempotency),
+            cache = self.note.as_ref().and_then(|n| n.cache.as_ref()?.word()),
             "request answered"
         );
     }

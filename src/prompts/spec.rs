@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 pub use super::place::PromptError;
 use super::place::{describe, template_error, toml_error};
+use crate::cache::CachePolicy;
 use crate::normalize::OutputKind;
 
 /// A compiled prompt template, ready to render.
@@ -33,6 +34,8 @@ pub struct Prompt {
     pub model: Option<String>,
     /// Passed to the upstream as they are.
     pub params: Map<String, Value>,
+    /// `[cache]`: how long the task's answers serve again (off by default).
+    pub cache: CachePolicy,
     /// Declared variables, by name.
     pub variables: BTreeMap<String, Variable>,
     /// The file's text, as saved.
@@ -86,6 +89,8 @@ struct PromptFile {
     model: Option<String>,
     #[serde(default)]
     params: Map<String, Value>,
+    #[serde(default)]
+    cache: CachePolicy,
     #[serde(default)]
     variables: BTreeMap<String, Variable>,
     messages: Messages,
@@ -145,6 +150,7 @@ impl Prompt {
             min_remaining: file.min_remaining_ms.map(Duration::from_millis),
             model: file.model,
             params: file.params,
+            cache: file.cache,
             variables: file.variables,
             source: source.to_owned(),
             etag: etag(source),

@@ -8,7 +8,7 @@ use futures_util::{Stream, StreamExt};
 
 use super::step::Step;
 use super::wire::put_event;
-use crate::error::StreamError;
+use crate::ops::observe::LateWord;
 
 /// The committed stream's bytes: every step that is already decoded when the
 /// client is ready for more is framed straight into one buffer and goes out in one
@@ -26,7 +26,7 @@ pub struct Batched<P> {
     out: BytesMut,
     request_id: String,
     /// Told the code of an error event that ends the stream, for the request's log.
-    failed: StreamError,
+    failed: LateWord,
     ended: bool,
     commit: Commit,
     gather: Gather,
@@ -181,7 +181,7 @@ fn put_after_commit(out: &mut BytesMut, step: Step, request_id: &str) {
 impl<P> Batched<P> {
     /// The stream after its commit point: `held` (the events up to and including
     /// the first output) goes out first, alone.
-    pub fn new(progress: P, held: BytesMut, request_id: String, failed: StreamError) -> Self {
+    pub fn new(progress: P, held: BytesMut, request_id: String, failed: LateWord) -> Self {
         Batched {
             progress,
             out: held,
@@ -230,7 +230,7 @@ mod tests {
             progress: Box::pin(waiting),
             out: held,
             request_id: "r".into(),
-            failed: StreamError::default(),
+            failed: LateWord::default(),
             ended: false,
             commit: Commit::Unsent,
             gather: Gather::default(),
@@ -280,7 +280,7 @@ mod tests {
             progress,
             out: BytesMut::new(),
             request_id: "r".into(),
-            failed: StreamError::default(),
+            failed: LateWord::default(),
             ended: false,
             commit: Commit::Out,
             gather: Gather::default(),

@@ -22,7 +22,8 @@ pub use super::step::Step;
 
 use super::batched::Batched;
 use super::wire::{COMMENT, put_event};
-use crate::error::{ApiError, StreamError};
+use crate::error::ApiError;
+use crate::ops::observe::LateWord;
 
 /// Where the held stream stands after a step.
 enum Held {
@@ -83,7 +84,7 @@ where
             Some((every, arrived)) => match timeout_at(arrived + every, steps.next()).await {
                 Ok(step) => step,
                 Err(_silence) => {
-                    let failed = StreamError::default();
+                    let failed = LateWord::default();
                     let body = Commented::new(steps, held, request_id, failed.clone(), every);
                     return sse(body.boxed(), failed);
                 }
@@ -92,13 +93,13 @@ where
         match hold(&mut held, &mut attempts, step) {
             Held::Waiting => {}
             Held::Commit => {
-                let failed = StreamError::default();
+                let failed = LateWord::default();
                 let body = Batched::new(steps, held, request_id, failed.clone());
                 return sse(body.boxed(), failed);
             }
             Held::End => {
                 let body = stream::once(std::future::ready(held.freeze()));
-                return sse(body.boxed(), StreamError::default());
+                return sse(body.boxed(), LateWord::default());
             }
             Held::Failed(error) => return error.into_completion_response(attempts),
         }
@@ -107,7 +108,7 @@ where
 
 /// An event-stream answer; `failed` learns the code of an error event that ends
 /// it, for the request's log line.
-fn sse(body: stream::BoxStream<'static, Bytes>, failed: StreamError) -> Response {
+fn sse(body: stream::BoxStream<'static, Bytes>, failed: LateWord) -> Response {
     let body = axum::body::Body::from_stream(body.map(Ok::<_, std::convert::Infallible>));
     let mut response = super::sse_response(body);
     response.extensions_mut().insert(failed);
@@ -122,7 +123,7 @@ struct Commented<S> {
     held: BytesMut,
     attempts: u32,
     request_id: String,
-    failed: StreamError,
+    failed: LateWord,
     every: Duration,
     timer: Pin<Box<Sleep>>,
     /// The first comment goes out at once: the silence has already lasted.
@@ -136,7 +137,7 @@ impl<S> Commented<S> {
         steps: S,
         held: BytesMut,
         request_id: String,
-        failed: StreamError,
+        failed: LateWord,
         every: Duration,
     ) -> Self {
         Commented {

@@ -15,14 +15,15 @@ use serde_json::{Value, json};
 
 use super::Reply;
 use crate::completion::{Finished, Progress};
-use crate::error::StreamError;
+use crate::ops::observe::LateWord;
+use crate::wall::rfc3339;
 
 /// Answers at once with an SSE stream of the completion's progress.
 pub fn streaming(
     progress: impl Stream<Item = Progress> + Send + 'static,
     reply: Reply,
 ) -> Response {
-    let failed = StreamError::default();
+    let failed = LateWord::default();
     let told = failed.clone();
     let events = progress.flat_map(move |step| {
         if let Progress::Failed(error) = &step {
@@ -99,6 +100,12 @@ pub fn result_body(finished: &Finished, task: &str, request_id: &str) -> Value {
     });
     if let Some(usage) = &finished.usage {
         body["meta"]["usage"] = usage.clone();
+    }
+    if let Some(cached) = finished.cache {
+        body["meta"]["cache"] = cached.name().into();
+        if let Some(at) = cached.made_at() {
+            body["meta"]["cached_at"] = rfc3339(at).into();
+        }
     }
     body
 }

@@ -10,11 +10,13 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::task_call;
-use crate::completion::{Completion, CompletionRoute};
+use crate::cache::CacheControl;
+use crate::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
 use crate::jobs::runner::RunTask;
+use crate::ops::observe::LateWord;
 use crate::relay::{self, Reply, ResponseShape};
 use crate::state::AppState;
 
@@ -44,13 +46,15 @@ impl RunTask for RunsTasks {
                 .map_err(|_| failed(ApiError::UpstreamFailed("the gateway is stopping".into())))?;
             let timeout = job.request.timeout_ms.map(std::time::Duration::from_millis);
             let variables = job.request.variables.clone();
-            let call = task_call(&app, reply, Instant::now(), timeout, None, variables)
+            let mut call = task_call(&app, reply, Instant::now(), timeout, None, variables)
                 .await
                 .map_err(failed)?;
+            call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
             let mut run = call.job(&app.config);
             run.slot = Some(slot);
             run.job_id = Some(job.id.clone());
-            match relay::outcome(Completion::new(app.upstreams.clone(), run)).await {
+            let progress = super::progress(&app, &call, run, LateWord::default());
+            match relay::outcome(progress).await {
                 Ok(finished) => Ok(call.reply.body(&finished)),
                 Err((error, _)) => Err(failed(error)),
             }

@@ -17,14 +17,17 @@ use std::time::Duration;
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::Either;
+use futures_util::stream::BoxStream;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::completion::{Completion, Job};
+use crate::cache::serve::{CacheUse, serve};
+use crate::cache::{AnswerKey, CacheControl};
+use crate::completion::{Completion, Job, Progress};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::idempotency;
-use crate::ops::observe::CompletionNote;
+use crate::ops::observe::{CompletionNote, LateWord};
 use crate::prompts::Prompt;
 use crate::relay::Reply;
 use crate::retry::{Deadline, RetryPolicy};
@@ -44,6 +47,10 @@ pub struct Call {
     pub body: Bytes,
     /// The task's prompt: its deadline, reserve and output kind.
     pub prompt: Option<Arc<Prompt>>,
+    /// For a task with `[cache]`: what its answer is kept under.
+    pub cache_key: Option<AnswerKey>,
+    /// The request's `Cache-Control`, as far as the cache cares.
+    pub cache_control: CacheControl,
 }
 
 impl Call {
@@ -79,6 +86,34 @@ impl Call {
     }
 }
 
+/// The progress of `call`'s completion (`job`): through the answer cache when its
+/// task keeps answers, where a hit makes no completion at all. `seen` learns what
+/// the cache did.
+pub fn progress(
+    app: &AppState,
+    call: &Call,
+    job: Job,
+    seen: LateWord,
+) -> Either<Completion, BoxStream<'static, Progress>> {
+    let upstreams = app.upstreams.clone();
+    let run = move || Completion::new(upstreams, job);
+    match (&call.cache_key, call.prompt.as_deref()) {
+        (Some(key), Some(prompt)) => Either::Right(serve(
+            CacheUse {
+                cache: app.cache.clone(),
+                key: key.clone(),
+                policy: prompt.cache,
+                control: call.cache_control,
+                metrics: app.metrics.clone(),
+                arrived: call.arrived,
+                seen,
+            },
+            run,
+        )),
+        _ => Either::Left(run()),
+    }
+}
+
 /// Completes `call` and answers; `note` gathers what the request's log line adds.
 pub async fn complete(
     app: &AppState,
@@ -88,8 +123,12 @@ pub async fn complete(
     let job = call.job(&app.config);
     let deadline = job.deadline;
     note.deadline_ms = Some((deadline.at - deadline.started).as_millis() as u64);
+    let seen = LateWord::default();
+    if call.cache_key.is_some() {
+        note.cache = Some(seen.clone());
+    }
     // Made only when it runs: a replay makes none.
-    let run = || Completion::new(app.upstreams.clone(), job);
+    let run = || progress(app, &call, job, seen);
     let progress = match &call.key {
         None => Either::Left(run()),
         Some((key, identity)) => {

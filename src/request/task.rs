@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::Call;
 use super::body::ChatBody;
+use crate::cache::{AnswerKey, CacheControl};
 use crate::error::ApiError;
 use crate::prompts::render;
 use crate::relay::Reply;
@@ -45,6 +46,10 @@ pub async fn task_call(
     // model, `stream` and the usage request.
     let text = serde_json::to_string(&fields).unwrap_or_default();
     let body: ChatBody<'_> = super::body::json(text.as_bytes())?;
+    let cache_key = prompt
+        .cache
+        .on()
+        .then(|| AnswerKey::new(&name, &reply.model, &text));
     Ok(Call {
         body: body.upstream(&reply.model, reply.shape.assembled()),
         reply,
@@ -52,5 +57,7 @@ pub async fn task_call(
         timeout,
         key: key.map(|key| (key, Value::Object(variables))),
         prompt: Some(prompt),
+        cache_key,
+        cache_control: CacheControl::default(),
     })
 }

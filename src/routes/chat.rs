@@ -7,6 +7,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{CompletionHeaders, RawBody, noted};
+use crate::cache::CacheControl;
 use crate::completion::CompletionRoute;
 use crate::completion::answer::MAX_CHOICES;
 use crate::error::ApiError;
@@ -95,5 +96,7 @@ fn chat_call(
             .key
             .map(|key| (key, serde_json::from_slice(bytes).unwrap_or_default())),
         prompt: None,
+        cache_key: None,
+        cache_control: CacheControl::default(),
     })
 }

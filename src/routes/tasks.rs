@@ -7,6 +7,7 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::{CompletionHeaders, JsonBody, noted};
+use crate::cache::CacheControl;
 use crate::completion::CompletionRoute;
 use crate::ops::observe::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
@@ -39,7 +40,8 @@ impl<S: Send + Sync> FromRequestParts<S> for WantsEvents {
 
 /// Whether the caller asked for a background job (contract 7.1): `Prefer:
 /// respond-async` (other preferences in the header are ignored) or `?async=true`;
-/// and the request's `Cache-Control`, which each of its runs keeps.
+/// and the request's `Cache-Control`, which the answer cache reads (and each of
+/// a job's runs keeps).
 pub struct Submission {
     asked: bool,
     cache_control: Option<String>,
@@ -122,7 +124,10 @@ pub async fn run(
         variables,
     );
     let answer = match called.await {
-        Ok(call) => request::complete(&app, call, &mut note).await,
+        Ok(mut call) => {
+            call.cache_control = CacheControl::parse(submission.cache_control.as_deref());
+            request::complete(&app, call, &mut note).await
+        }
         Err(error) => Err(error),
     };
     noted(answer, note)

@@ -178,8 +178,10 @@ async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writ
     .expect("demo upstream starts");
     let gateway = Gateway::options().url(&url).start().await;
     let mut attempts = Vec::new();
-    for _ in 0..6 {
-        let response = gateway.task("recipe", &json!({"dish": "香酥鸭"})).await;
+    for servings in 1..=6 {
+        // Another request each time: none is answered from the cache.
+        let asked = json!({"dish": "香酥鸭", "servings": servings});
+        let response = gateway.task("recipe", &asked).await;
         assert_eq!(response.status(), 200);
         let body: serde_json::Value = response.json().await.expect("JSON");
         assert_eq!(body["output"]["title"], "香酥鸭");

@@ -35,6 +35,22 @@ pub fn describe(recorder: &PrometheusRecorder) {
             "ladle_redis_errors_total",
             "Calls to the fleet's Redis that failed or timed out, by what they were for.",
         ),
+        (
+            "ladle_jobs_finished_total",
+            "Jobs that finished, by task and status.",
+        ),
+        (
+            "ladle_job_runs_total",
+            "Job runs by task and how they ended (HTTP status class, canceled, interrupted).",
+        ),
+        (
+            "ladle_webhook_deliveries_total",
+            "Webhook attempts by what they led to: delivered, retry, failed.",
+        ),
+        (
+            "ladle_cache_total",
+            "Answers of cached tasks by what the cache did: hit, miss, stale.",
+        ),
     ];
     for (name, help) in counters {
         recorder.describe_counter(KeyName::from(name), None, help.into());
@@ -53,6 +69,11 @@ pub fn describe(recorder: &PrometheusRecorder) {
         KeyName::from("ladle_inflight_requests"),
         None,
         "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_jobs"),
+        None,
+        "Unfinished jobs by status (fleet-wide with Redis).".into(),
     );
     recorder.describe_gauge(
         KeyName::from("ladle_redis_up"),

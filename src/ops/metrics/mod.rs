@@ -270,25 +270,31 @@ impl Metrics {
 
     /// Counts a job that finished, by task and status.
     pub fn job_finished(&self, task: &str, status: &'static str) {
-        let task = self
-            .inner
-            .bounded
-            .value("ladle_jobs_finished_total", "task", task);
-        let labels = vec![Label::new("task", task), Label::new("status", status)];
-        self.labelled_counter("ladle_jobs_finished_total", labels)
-            .increment(1);
+        self.task_counter("ladle_jobs_finished_total", task, ("status", status));
     }
 
     /// Counts a job's run by task and how it ended (`2xx`, `4xx`, `5xx`,
     /// `canceled`, `interrupted`).
     pub fn job_run(&self, task: &str, outcome: &'static str) {
-        let task = self
-            .inner
-            .bounded
-            .value("ladle_job_runs_total", "task", task);
-        let labels = vec![Label::new("task", task), Label::new("outcome", outcome)];
-        self.labelled_counter("ladle_job_runs_total", labels)
-            .increment(1);
+        self.task_counter("ladle_job_runs_total", task, ("outcome", outcome));
+    }
+
+    /// Counts a cached task's answer by what the cache did (`hit`, `miss`,
+    /// `stale`).
+    pub fn cache(&self, task: &str, outcome: &'static str) {
+        self.task_counter("ladle_cache_total", task, ("outcome", outcome));
+    }
+
+    /// Adds one to `name{task, label}`, the task's name bounded.
+    fn task_counter(
+        &self,
+        name: &'static str,
+        task: &str,
+        (key, value): (&'static str, &'static str),
+    ) {
+        let task = self.inner.bounded.value(name, "task", task);
+        let labels = vec![Label::new("task", task), Label::new(key, value)];
+        self.labelled_counter(name, labels).increment(1);
     }
 
     /// Counts a webhook attempt by what it led to (`delivered`, `retry`, `failed`).

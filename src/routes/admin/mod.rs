@@ -9,6 +9,7 @@
 //! prompt and its new ETag.
 
 pub mod auth;
+mod cache;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -44,6 +45,10 @@ pub fn router() -> Router<AppState> {
         .route("/admin/prompts/{name}/history", get(history))
         .route("/admin/prompts/{name}/rollback", post(rollback))
         .route("/admin/render", post(render_unsaved))
+        .route(
+            "/admin/cache/{name}",
+            get(cache::count).delete(cache::forget),
+        )
 }
 
 /// One row of `GET /admin/prompts`.

@@ -21,7 +21,13 @@ fn recipe_with(nutrition: &str) -> Script {
 /// The normalized nutrition of a recipe task answered with `nutrition`.
 async fn normalized(app: &Gateway, nutrition: &str) -> Value {
     app.upstream().push([recipe_with(nutrition)]);
-    let response = app.task("recipe", &json!({"dish": "香酥鸭"})).await;
+    // Each answer is the upstream's, not the one kept for the last request.
+    let response = app
+        .post_request("/v1/tasks/recipe", &json!({"dish": "香酥鸭"}))
+        .header("cache-control", "no-store")
+        .send()
+        .await
+        .expect("answers");
     assert_eq!(response.status(), 200, "{nutrition}");
     json_of(response).await["output"]["nutrition"].clone()
 }

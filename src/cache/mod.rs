@@ -1,0 +1,192 @@
+//! The answer cache (contract 7.3): a task's `200` answers kept, keyed by the task
+//! and what it asks the upstream, and served again while young enough, or instead
+//! of a run's retryable error while not too old.
+//!
+//! `serve` wraps a task's completion: it looks the answer up, answers a hit without
+//! making the completion at all, keeps a new answer, and gives a stale one instead
+//! of a retryable error. The kept answers live in the state file (`sqlite`) or,
+//! for a fleet, in Redis (`redis`). A store that cannot be reached makes every
+//! lookup a miss and every keep a no-op: the cache never turns into an error.
+
+pub mod record;
+pub mod redis;
+pub mod serve;
+pub mod sqlite;
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+
+pub use record::Kept;
+
+/// The largest kept answer (its stored encoding): a larger one is answered but not
+/// kept.
+pub const MAX_KEPT_BYTES: usize = 1 << 20;
+
+/// A prompt's `[cache]` table: how long its answers serve (both 0, the default,
+/// is off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CachePolicy {
+    /// `ttl_ms`: a kept answer this young answers without an upstream call.
+    #[serde(default)]
+    pub ttl_ms: u64,
+    /// `stale_if_error_ms`: when a run fails retryably, a kept answer this young
+    /// answers instead.
+    #[serde(default)]
+    pub stale_if_error_ms: u64,
+}
+
+impl CachePolicy {
+    /// Whether the task's answers are kept at all.
+    pub fn on(self) -> bool {
+        self.ttl_ms > 0 || self.stale_if_error_ms > 0
+    }
+
+    /// How long a kept answer is of any use: the store may forget it after this.
+    pub fn longest(self) -> Duration {
+        Duration::from_millis(self.ttl_ms.max(self.stale_if_error_ms))
+    }
+}
+
+/// What the request's `Cache-Control` asks of the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheControl {
+    /// `no-cache`: no hit (the answer is still kept, and stale still applies).
+    pub no_cache: bool,
+    /// `no-store`: the cache is neither read nor written.
+    pub no_store: bool,
+}
+
+impl CacheControl {
+    /// The directives of a `Cache-Control` value (RFC 9111: comma-separated,
+    /// case-insensitive; the others mean nothing to ladle).
+    pub fn parse(header: Option<&str>) -> CacheControl {
+        let mut control = CacheControl::default();
+        for directive in header.unwrap_or_default().split(',') {
+            let name = directive.split('=').next().unwrap_or_default().trim();
+            if name.eq_ignore_ascii_case("no-cache") {
+                control.no_cache = true;
+            } else if name.eq_ignore_ascii_case("no-store") {
+                control.no_store = true;
+            }
+        }
+        control
+    }
+}
+
+/// What a kept answer is kept under: the task and what it asks the upstream (the
+/// rendered messages and params, and the model named), hashed with XXH3-128, whose
+/// output its specification fixes; the request itself is kept beside the answer
+/// and compared, so a collision cannot serve another dish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerKey {
+    /// The task.
+    pub task: String,
+    /// 32 hex digits.
+    pub hash: String,
+    /// What the task asks the upstream, as JSON text.
+    pub request: String,
+}
+
+impl AnswerKey {
+    /// The key of `task` asking `model` for `fields` (the params and messages as
+    /// the upstream body has them).
+    pub fn new(task: &str, model: &str, fields: &str) -> AnswerKey {
+        let request =
+            serde_json::json!({"task": task, "model": model, "fields": fields}).to_string();
+        let hash = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(request.as_bytes()));
+        AnswerKey {
+            task: task.to_owned(),
+            hash,
+            request,
+        }
+    }
+}
+
+/// The store of kept answers could not be reached, or failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the answer cache: {0}")]
+pub struct CacheDown(pub String);
+
+/// Where kept answers live.
+pub trait AnswerCache: Send + Sync {
+    /// The answer kept under `key`, if its request is `key`'s.
+    fn get<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<Option<Kept>, CacheDown>>;
+
+    /// Keeps `kept` under `key`, for at most `keep` (the least recently used go
+    /// first past `LADLE_CACHE_MAX_ENTRIES`).
+    fn put<'a>(
+        &'a self,
+        key: &'a AnswerKey,
+        kept: &'a Kept,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<(), CacheDown>>;
+
+    /// How many answers `task` has kept.
+    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>>;
+
+    /// Forgets every answer `task` kept: how many there were.
+    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_control_reads_its_two_directives_and_ignores_the_rest() {
+        let read = |v: &str| CacheControl::parse(Some(v));
+        assert_eq!(
+            read("no-cache"),
+            CacheControl {
+                no_cache: true,
+                no_store: false
+            }
+        );
+        assert_eq!(
+            read("max-age=0, No-Store"),
+            CacheControl {
+                no_cache: false,
+                no_store: true
+            }
+        );
+        assert_eq!(
+            read("private,no-cache,no-store"),
+            CacheControl {
+                no_cache: true,
+                no_store: true
+            }
+        );
+        assert_eq!(CacheControl::parse(None), CacheControl::default());
+    }
+
+    #[test]
+    fn the_key_changes_with_the_task_the_model_and_every_byte_asked() {
+        let key = AnswerKey::new("recipe", "glm", r#"{"messages":[1]}"#);
+        assert_eq!(key.hash.len(), 32);
+        assert_eq!(key, AnswerKey::new("recipe", "glm", r#"{"messages":[1]}"#));
+        for other in [
+            AnswerKey::new("fridge", "glm", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "qwen", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "glm", r#"{"messages":[2]}"#),
+        ] {
+            assert_ne!(key.hash, other.hash);
+        }
+    }
+
+    #[test]
+    fn the_key_hash_is_pinned() {
+        // XXH3-128 is fixed by its specification: a later build finds what an
+        // earlier one kept.
+        let key = AnswerKey::new("recipe", "m", "{}");
+        assert_eq!(
+            key.request,
+            r#"{"task":"recipe","model":"m","fields":"{}"}"#
+        );
+        assert_eq!(key.hash, PINNED_HASH);
+    }
+
+    const PINNED_HASH: &str = "19e0cbceb9a9ff1f31beef96b00363a5";
+}
