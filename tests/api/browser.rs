@@ -24,8 +24,12 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
              `cargo test -- --skip browser::`"
         );
     }
-    // Arrange
+    // Arrange: one recipe answer kept.
     let app = Gateway::options().admin().start().await;
+    app.upstream()
+        .push([crate::support::scripts::recipe_answer()]);
+    let kept = app.task("recipe", &json!({"dish": "香酥鸭"})).await;
+    assert_eq!(json_of(kept).await["meta"]["cache"], "miss");
     let recipe = std::fs::read_to_string(app.prompts_dir.join("recipe.toml")).expect("recipe");
     let broken = recipe.replace("max_tokens = 2400", "max_tokens = \"二千四百\" 多");
     let broken_line = broken
@@ -72,6 +76,29 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         )
         .await;
     assert_eq!(browser.value_of("#editor").await, recipe);
+
+    // The kept answers panel counts the recipe's one answer and clears it.
+    browser
+        .wait_for(
+            "the kept answers counted",
+            "return document.getElementById('cache-count').textContent.includes('1 answer kept');",
+        )
+        .await;
+    let clear = browser.find("#clear-cache").await;
+    browser.click(&clear).await;
+    browser
+        .wait_for(
+            "the answers forgotten",
+            "return document.getElementById('status').textContent.includes('Forgot 1 kept answer') \
+             && document.getElementById('cache-count').textContent.includes('0 answers kept');",
+        )
+        .await;
+    let count = app
+        .admin(reqwest::Method::GET, "/admin/cache/recipe")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(json_of(count).await["entries"], 0, "forgotten in the store");
 
     // Broken TOML is refused and the banner names the line.
     browser.set_value("#editor", &broken).await;
@@ -144,9 +171,10 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         shown.contains("浏览器里改的：请为「香酥鸭」写一份 3 人份"),
         "{shown}"
     );
-    assert!(
-        app.upstream().requests().is_empty(),
-        "a preview calls no model"
+    assert_eq!(
+        app.upstream().requests().len(),
+        1,
+        "only the kept answer's request: a preview calls no model"
     );
 
     let png = browser.screenshot().await;

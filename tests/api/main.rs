@@ -5,6 +5,7 @@ mod admin;
 mod bounds;
 mod breakers;
 mod browser;
+mod cache;
 mod chat;
 mod cli;
 mod drill;

@@ -3,6 +3,7 @@
 //! mock upstream that counts what the fleet sends (`Gateway::replica`).
 
 mod budgets;
+mod cache;
 mod idempotency;
 mod job_store;
 mod jobs;
