@@ -172,6 +172,9 @@ Paste these into another terminal (Ctrl-C here stops the demo):
 # A whole recipe as normalized JSON:
 curl -s {base}/v1/tasks/recipe -H 'content-type: application/json' -d '{{"dish": "香酥鸭", "servings": 2}}'
 
+# The same request again: kept, so it answers at once ("meta": {{"cache": "hit", "attempts": 0}}):
+curl -s {base}/v1/tasks/recipe -H 'content-type: application/json' -d '{{"dish": "香酥鸭", "servings": 2}}'
+
 # The same, streamed as named events (attempt, delta, retry, result):
 curl -N {base}/v1/tasks/recipe -H 'accept: text/event-stream' -H 'content-type: application/json' -d '{{"dish": "番茄炒蛋"}}'
 

@@ -149,6 +149,13 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
         .expect("base")
         .to_owned();
     let health = blocking_get(base.trim_start_matches("http://"), "/healthz");
+    // The recipe is asked twice, the same way: the second is the cache's hit.
+    let recipes: Vec<&String> = printed
+        .iter()
+        .filter(|l| l.starts_with("curl -s") && l.contains("/v1/tasks/recipe"))
+        .collect();
+    assert_eq!(recipes.len(), 2, "{printed:?}");
+    assert_eq!(recipes[0], recipes[1]);
     // The job's two lines, pasted into a shell as they are printed.
     let submit = printed
         .iter()
