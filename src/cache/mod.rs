@@ -13,6 +13,7 @@ pub mod redis;
 pub mod serve;
 pub mod sqlite;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -86,7 +87,8 @@ pub struct AnswerKey {
     pub task: String,
     /// 32 hex digits.
     pub hash: String,
-    /// What the task asks the upstream, as JSON text.
+    /// What the task asks the upstream: the task's and the model's names, each
+    /// after its length, then the params and messages as JSON text.
     pub request: String,
 }
 
@@ -94,8 +96,9 @@ impl AnswerKey {
     /// The key of `task` asking `model` for `fields` (the params and messages as
     /// the upstream body has them).
     pub fn new(task: &str, model: &str, fields: &str) -> AnswerKey {
-        let request =
-            serde_json::json!({"task": task, "model": model, "fields": fields}).to_string();
+        // Lengths, not a JSON envelope: no name can run into the next, and the
+        // fields (a recipe prompt's few KB) are not escaped again on every request.
+        let request = format!("{}:{task}{}:{model}{fields}", task.len(), model.len());
         let hash = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(request.as_bytes()));
         AnswerKey {
             task: task.to_owned(),
@@ -113,7 +116,8 @@ pub struct CacheDown(pub String);
 /// Where kept answers live.
 pub trait AnswerCache: Send + Sync {
     /// The answer kept under `key`, if its request is `key`'s.
-    fn get<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<Option<Kept>, CacheDown>>;
+    fn get<'a>(&'a self, key: &'a AnswerKey)
+    -> BoxFuture<'a, Result<Option<Arc<Kept>>, CacheDown>>;
 
     /// Keeps `kept` under `key`, for at most `keep` (the least recently used go
     /// first past `LADLE_CACHE_MAX_ENTRIES`).
@@ -171,6 +175,9 @@ mod tests {
             AnswerKey::new("fridge", "glm", r#"{"messages":[1]}"#),
             AnswerKey::new("recipe", "qwen", r#"{"messages":[1]}"#),
             AnswerKey::new("recipe", "glm", r#"{"messages":[2]}"#),
+            // A name cannot run into the next part.
+            AnswerKey::new("recipe1", "glm", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "glm{", r#""messages":[1]}"#),
         ] {
             assert_ne!(key.hash, other.hash);
         }
@@ -181,12 +188,9 @@ mod tests {
         // XXH3-128 is fixed by its specification: a later build finds what an
         // earlier one kept.
         let key = AnswerKey::new("recipe", "m", "{}");
-        assert_eq!(
-            key.request,
-            r#"{"task":"recipe","model":"m","fields":"{}"}"#
-        );
+        assert_eq!(key.request, "6:recipe1:m{}");
         assert_eq!(key.hash, PINNED_HASH);
     }
 
-    const PINNED_HASH: &str = "19e0cbceb9a9ff1f31beef96b00363a5";
+    const PINNED_HASH: &str = "f242248f960d2f1c222ab1c94d779509";
 }

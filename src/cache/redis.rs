@@ -116,7 +116,10 @@ impl RedisCache {
 }
 
 impl AnswerCache for RedisCache {
-    fn get<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<Option<Kept>, CacheDown>> {
+    fn get<'a>(
+        &'a self,
+        key: &'a AnswerKey,
+    ) -> BoxFuture<'a, Result<Option<Arc<Kept>>, CacheDown>> {
         Box::pin(async move {
             let mut invocation = self.get.prepare_invoke();
             invocation
@@ -132,7 +135,8 @@ impl AnswerCache for RedisCache {
             Ok(text
                 .as_deref()
                 .and_then(Kept::decode)
-                .filter(|kept| kept.request == key.request))
+                .filter(|kept| kept.request == key.request)
+                .map(Arc::new))
         })
     }
 

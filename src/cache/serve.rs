@@ -62,7 +62,7 @@ where
             return stream::once(ready(Progress::Finished(answer))).boxed();
         }
         let stale = kept.filter(|k| k.age(now) < using.policy.stale_if_error_ms);
-        around_run(Arc::new(using), stale.map(Arc::new), run()).boxed()
+        around_run(Arc::new(using), stale, run()).boxed()
     };
     stream::once(looked_up).flatten().boxed()
 }

@@ -68,17 +68,21 @@ pub fn bind(prompt: &Prompt, given: &Map<String, Value>) -> Result<Map<String, V
 /// invalid_variables`.
 pub fn render(prompt: &Prompt, given: &Map<String, Value>) -> Result<Rendered, ApiError> {
     let context = bind(prompt, given)?;
-    let messages = prompt
-        .render(&context)
-        .map_err(|failed| ApiError::InvalidVariables {
-            name: "*".into(),
-            problem: match failed {
-                RenderFailed::Limits => failed.to_string(),
-                RenderFailed::Error(problem) => {
-                    format!("the template failed to render: {problem}")
-                }
-            },
-        })?;
+    rendered(prompt, prompt.render(&context))
+}
+
+/// The messages of a render, or what made it fail as a contract error.
+fn rendered(
+    prompt: &Prompt,
+    messages: Result<Vec<Value>, RenderFailed>,
+) -> Result<Rendered, ApiError> {
+    let messages = messages.map_err(|failed| ApiError::InvalidVariables {
+        name: "*".into(),
+        problem: match failed {
+            RenderFailed::Limits | RenderFailed::Longer => RenderFailed::Limits.to_string(),
+            RenderFailed::Error(problem) => format!("the template failed to render: {problem}"),
+        },
+    })?;
     Ok(Rendered {
         messages,
         params: prompt.params.clone(),
@@ -90,9 +94,11 @@ pub fn render(prompt: &Prompt, given: &Map<String, Value>) -> Result<Rendered, A
 static RENDERS: LazyLock<Semaphore> =
     LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)));
 
-/// `render` on the blocking pool: a render takes up to its step budget, and the
-/// streams on this worker's event loop must keep their pace meanwhile. It ends
-/// within that budget even if its client leaves.
+/// `render`, off the event loop when it is long: a render within `QUICK_FUEL`
+/// steps is made here; one that needs more goes to the blocking pool, since it
+/// takes up to its whole step budget and the streams on this worker's event loop
+/// must keep their pace meanwhile. It ends within that budget even if its client
+/// leaves.
 pub async fn render_off_loop(
     prompt: Arc<Prompt>,
     given: Map<String, Value>,
@@ -101,8 +107,15 @@ pub async fn render_off_loop(
         name: "*".into(),
         problem: "the template failed to render".into(),
     };
+    // Most renders take a few thousand steps: here, at once, without the two
+    // thread hand-offs a blocking render costs.
+    let context = bind(&prompt, &given)?;
+    match prompt.render_quick(&context) {
+        Err(RenderFailed::Longer) => {}
+        quick => return rendered(&prompt, quick),
+    }
     let _turn = RENDERS.acquire().await.map_err(|_| failed())?;
-    tokio::task::spawn_blocking(move || render(&prompt, &given))
+    tokio::task::spawn_blocking(move || rendered(&prompt, prompt.render(&context)))
         .await
         .map_err(|_| failed())?
 }

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::render::{bind, render};
-use super::spec::{Prompt, valid_name};
+use super::spec::{Prompt, RenderFailed, valid_name};
 
 fn shipped(name: &str) -> String {
     let path = format!("{}/prompts/{name}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -16,6 +16,13 @@ fn the_shipped_prompts_parse_and_render_with_their_defaults() {
         let prompt = Prompt::parse(name, &shipped(name)).expect("shipped prompt is valid");
         let messages = prompt.render(&prompt.sample_context()).expect("renders");
         assert_eq!(messages.len(), 2, "{name} has a system and a user message");
+        // Quick enough for the request's own thread, notes and all.
+        let mut long = prompt.sample_context();
+        long.insert("notes".into(), json!("少油少盐，孩子吃".repeat(5)));
+        let quick = prompt
+            .render_quick(&long)
+            .expect("renders within QUICK_FUEL");
+        assert_eq!(Ok(quick), prompt.render(&long));
     }
     let recipe = Prompt::parse("recipe", &shipped("recipe")).expect("valid");
     assert_eq!(recipe.deadline.map(|d| d.as_millis()), Some(140_000));
@@ -123,7 +130,6 @@ fn with_template(template: &str) -> String {
 
 #[test]
 fn a_render_past_its_step_budget_or_its_output_limit_stops() {
-    use super::spec::RenderFailed;
     // A loop over the caller's integer: fine for a small one, stopped for a huge one.
     let looping = Prompt::parse(
         "x",
@@ -132,6 +138,10 @@ fn a_render_past_its_step_budget_or_its_output_limit_stops() {
     .expect("small n renders");
     let huge = serde_json::Map::from_iter([("n".to_owned(), json!(100_000))]);
     assert_eq!(looping.render(&huge), Err(RenderFailed::Limits));
+    // 90,000 steps: too long for a quick render, within the whole budget.
+    let medium = serde_json::Map::from_iter([("n".to_owned(), json!(300))]);
+    assert_eq!(looping.render_quick(&medium), Err(RenderFailed::Longer));
+    assert!(looping.render(&medium).is_ok());
     assert!(matches!(
         render(&looping, &huge),
         Err(crate::error::ApiError::InvalidVariables { ref problem, .. })
@@ -223,4 +233,21 @@ mod folder_reload {
         assert_eq!(broken, ["huge", "t"]);
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+#[tokio::test]
+async fn a_render_too_long_for_the_requests_thread_is_made_on_the_blocking_pool() {
+    let looping = Prompt::parse(
+        "x",
+        &with_template("{% for i in range(n) %}{% for j in range(n) %}.{% endfor %}{% endfor %}"),
+    )
+    .expect("parses");
+    let medium = serde_json::Map::from_iter([("n".to_owned(), json!(300))]);
+    let rendered = super::render::render_off_loop(std::sync::Arc::new(looping), medium)
+        .await
+        .expect("renders with the whole budget");
+    assert_eq!(
+        rendered.messages[0]["content"].as_str().map(str::len),
+        Some(90_000)
+    );
 }

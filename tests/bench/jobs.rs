@@ -152,7 +152,7 @@ async fn submit_load(ladle: &Proc, store: &'static str, count: usize) -> Submits
 
 /// Runs `each` for every index at `concurrency`: the times (ms) of those that
 /// succeeded, and how many failed.
-async fn concurrently<F, Fut>(
+pub async fn concurrently<F, Fut>(
     concurrency: usize,
     indexes: std::ops::Range<usize>,
     each: &F,

@@ -16,11 +16,14 @@
 //!   `LADLE_BENCH_FLEET_ONLY=1` (only the two-replica run with and without Redis,
 //!   which otherwise comes after the memory check; it needs `redis-server`),
 //!   `LADLE_BENCH_JOBS_ONLY=1` (only the jobs: durable submits into SQLite and
-//!   Redis, the queue's memory, a job's end-to-end time; they otherwise come last).
+//!   Redis, the queue's memory, a job's end-to-end time; they otherwise come after
+//!   the fleet), `LADLE_BENCH_CACHE_ONLY=1` (only the answer cache: hits against the
+//!   relay, and the memory of 10,000 kept answers; otherwise last).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
 
+mod cache;
 mod fleet;
 mod jobs;
 mod load;
@@ -102,6 +105,13 @@ fn bench() -> Result<(), String> {
         say(&format!("\n{}", jobs.render()));
         return Ok(());
     }
+    if std::env::var("LADLE_BENCH_CACHE_ONLY").is_ok_and(|v| v == "1") {
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let mock = procs::start_mock()?;
+        let cache = runtime.block_on(cache::run(mock.addr, scale))?;
+        say(&format!("\n{}", cache.render()));
+        return Ok(());
+    }
     say("micro-benchmarks…");
     let micro = micro::run(if quick { 0.2 } else { 1.0 });
     let nginx_binary = procs::nginx_binary()?;
@@ -148,6 +158,8 @@ fn bench() -> Result<(), String> {
     let fleet = runtime.block_on(fleet::run(mock.addr, scale, rounds, ticks))?;
     say("jobs: durable submits, the queue's memory, end to end…");
     let jobs = runtime.block_on(jobs_run(mock.addr, scale))?;
+    say("cache: hits against the relay, the memory of kept answers…");
+    let cache = runtime.block_on(cache::run(mock.addr, scale))?;
     drop(mock);
 
     let setup = Setup {
@@ -159,7 +171,9 @@ fn bench() -> Result<(), String> {
         + "\n"
         + &fleet.render()
         + "\n"
-        + &jobs.render();
+        + &jobs.render()
+        + "\n"
+        + &cache.render();
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").to_owned());

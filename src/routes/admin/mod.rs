@@ -251,7 +251,7 @@ fn live(app: &AppState, name: &str) -> Result<std::sync::Arc<Prompt>, ApiError> 
 fn rendered(prompt: &Prompt, variables: &Map<String, Value>) -> Result<JsonAnswer, ApiError> {
     let context = render::bind(prompt, variables)?;
     let messages = prompt.render(&context).map_err(|failed| match failed {
-        RenderFailed::Limits => ApiError::InvalidPrompt {
+        RenderFailed::Limits | RenderFailed::Longer => ApiError::InvalidPrompt {
             message: failed.to_string(),
             line: None,
             column: None,
