@@ -46,6 +46,12 @@ async fn deliveries(receiver: &Receiver, count: usize) -> Vec<Received> {
     .await
 }
 
+/// `ladle_webhook_deliveries_total` for `outcome`.
+async fn deliveries_counted(gateway: &Gateway, outcome: &str) -> f64 {
+    let series = format!("ladle_webhook_deliveries_total{{outcome=\"{outcome}\"}}");
+    gateway.metric(&series).await
+}
+
 /// The job once its webhook is `delivered` or `failed` (before it finishes, a job
 /// has no `webhook` at all).
 async fn webhook_settled(endpoint: &Endpoint, id: &str) -> Value {
@@ -105,12 +111,7 @@ async fn a_finished_job_is_delivered_once_signed_with_the_job_as_get_shows_it() 
     shown["webhook"] = event["data"]["webhook"].clone();
     assert_eq!(event["data"], shown, "the job as GET shows it");
     assert_eq!(receiver.received().len(), 1, "once");
-    assert_eq!(
-        gateway
-            .metric("ladle_webhook_deliveries_total{outcome=\"delivered\"}")
-            .await,
-        1.0
-    );
+    assert_eq!(deliveries_counted(&gateway, "delivered").await, 1.0);
 }
 
 #[tokio::test]
@@ -139,18 +140,8 @@ async fn a_500_then_a_200_is_one_delivery_under_one_webhook_id_after_its_back_of
     assert!(first.header("webhook-id").starts_with("msg_"));
     assert_eq!(second.json()["data"]["webhook"]["attempts"], 1);
     assert!(signature_holds(SECRET, &second));
-    assert_eq!(
-        gateway
-            .metric("ladle_webhook_deliveries_total{outcome=\"retry\"}")
-            .await,
-        1.0
-    );
-    assert_eq!(
-        gateway
-            .metric("ladle_webhook_deliveries_total{outcome=\"delivered\"}")
-            .await,
-        1.0
-    );
+    assert_eq!(deliveries_counted(&gateway, "retry").await, 1.0);
+    assert_eq!(deliveries_counted(&gateway, "delivered").await, 1.0);
 }
 
 #[tokio::test]
@@ -172,12 +163,7 @@ async fn a_redirect_is_not_followed_and_the_last_attempt_fails_the_delivery_not_
         3,
         "three attempts, each answered 302 and not followed"
     );
-    assert_eq!(
-        gateway
-            .metric("ladle_webhook_deliveries_total{outcome=\"failed\"}")
-            .await,
-        1.0
-    );
+    assert_eq!(deliveries_counted(&gateway, "failed").await, 1.0);
 }
 
 #[tokio::test]

@@ -42,8 +42,7 @@ async fn job_on(replica: &Endpoint, id: &str, wait_ms: u64) -> Value {
 }
 
 async fn cancel(replica: &Endpoint, id: &str) -> Response {
-    let url = replica.url(&format!("/v1/jobs/{id}"));
-    replica.client.delete(url).send().await.expect("answers")
+    replica.delete(&format!("/v1/jobs/{id}")).await
 }
 
 /// A replica's job runs that ended as `outcome` (`2xx`, `canceled`, …).
