@@ -10,6 +10,7 @@ use hyper::body::Incoming;
 use tower::{Service, ServiceBuilder};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
+use crate::clients::gate::gate;
 use crate::completion::CompletionRoute;
 use crate::ops::observe::ObserveLayer;
 use crate::ops::request_body::Bounds;
@@ -42,13 +43,19 @@ pub fn app(
 
 /// Every route, each observed.
 fn router(state: AppState) -> Router {
-    Router::new()
+    let mut v1 = Router::new()
         .route(CompletionRoute::CHAT, post(routes::chat::completions))
         .route(CompletionRoute::TASK, post(routes::tasks::run))
         .route(
             "/v1/jobs/{id}",
             get(routes::jobs::read).delete(routes::jobs::cancel),
-        )
+        );
+    // Only with client keys: without, `/v1/*` has no layer to pass.
+    if let Some(clients) = state.clients.clone() {
+        v1 = v1.route_layer(axum::middleware::from_fn_with_state(clients, gate));
+    }
+    Router::new()
+        .merge(v1)
         .route("/healthz", get(routes::ops::healthz))
         .route("/readyz", get(routes::ops::readyz))
         .route("/metrics", get(routes::ops::metrics))
@@ -61,6 +68,7 @@ fn router(state: AppState) -> Router {
                 time: state.config.body_read_timeout,
                 max_bytes: state.config.max_body_bytes,
             },
+            state.clients.is_some(),
         ))
         .with_state(state)
 }

@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `demo` and `check`.
+//! The command line: `serve` (the default), `demo`, `check`, and `keys add`.
 //!
 //! This is the only place that reads the process environment and the config file;
 //! everything after it works on a `Config` value.
@@ -39,10 +39,31 @@ enum Command {
     Demo,
     /// Load the configuration and every prompt, report problems.
     Check,
+    /// Client keys (`LADLE_CLIENT_KEYS_FILE`).
+    Keys {
+        #[command(subcommand)]
+        action: KeysCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Make a new client key: prints it once, and the lines to add to the keys file.
+    Add {
+        /// The key's name in logs and metrics (`^[a-z0-9][a-z0-9_-]{0,31}$`).
+        name: String,
+    },
 }
 
 /// Runs the chosen command; the exit code tells success.
 pub fn run(cli: Cli) -> ExitCode {
+    // A new key needs no configuration.
+    if let Some(Command::Keys {
+        action: KeysCommand::Add { name },
+    }) = &cli.command
+    {
+        return new_key(name);
+    }
     let config = match load_config(cli.config) {
         Ok(config) => config,
         Err(error) => {
@@ -64,7 +85,36 @@ pub fn run(cli: Cli) -> ExitCode {
             warn_all(&warnings);
             exit_code(run_async(run_demo(config)))
         }
+        Command::Keys { .. } => ExitCode::SUCCESS,
     }
+}
+
+/// `ladle keys add NAME`: a new random key, shown once, and its entry for the
+/// keys file (its SHA-256, never the key).
+fn new_key(name: &str) -> ExitCode {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let entry = format!(
+        "[[keys]]\nname = \"{name}\"\nsha256 = \"{}\"\n",
+        "0".repeat(64)
+    );
+    if let Err(why) = crate::clients::file::KeySet::parse(&entry) {
+        eprintln!("ladle: {why}");
+        return ExitCode::FAILURE;
+    }
+    let secret: [u8; 32] = rand::random();
+    let key = format!(
+        "lk_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    );
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    println!(
+        "A new client key for `{name}` (shown this once; ladle keeps only its SHA-256):\n\n  \
+         {key}\n\nAdd these lines to the file LADLE_CLIENT_KEYS_FILE names (an edit is live \
+         within 2 s):\n\n[[keys]]\nname = \"{name}\"\nsha256 = \"{hex}\"\n"
+    );
+    ExitCode::SUCCESS
 }
 
 /// One log line per warning of the configuration.

@@ -6,6 +6,8 @@
 //! - `breaker`: one upstream's circuit breaker, pure.
 //! - `budget`: retry budgets behind the `Budget` trait (local, and shared by a fleet).
 //! - `cache`: the answer cache: kept task answers (the state file, or Redis).
+//! - `bulkhead`: at most N at once, by name, per scope (client, task, upstream).
+//! - `clients`: client keys: who may call `/v1/*`, and each key's share.
 //! - `cli`: the command line; the only reader of the environment and config file.
 //! - `completion`: the attempt loop under one deadline; the only code that sleeps.
 //! - `config`: one validated `Config`; `settings` is the one table of defaults.
@@ -36,8 +38,10 @@ pub mod app;
 pub mod background;
 pub mod breaker;
 pub mod budget;
+pub mod bulkhead;
 pub mod cache;
 pub mod cli;
+pub mod clients;
 pub mod completion;
 pub mod config;
 pub mod demo;

@@ -13,6 +13,7 @@ use crate::budget::{self, Budget, RetryBudget, SharedBudget};
 use crate::cache::AnswerCache;
 use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
+use crate::clients::{self, Clients};
 use crate::completion::{SharedUpstreams, UpstreamGuards};
 use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, StartError};
@@ -48,6 +49,8 @@ pub struct AppState {
     pub jobs: Runner,
     /// Kept task answers (contract 7.3).
     pub cache: Arc<dyn AnswerCache>,
+    /// Client keys (`LADLE_CLIENT_KEYS_FILE`), when `/v1/*` needs them.
+    pub clients: Option<Arc<Clients>>,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -85,6 +88,16 @@ impl AppState {
             ),
         };
         let (jobs, cache) = kept_state(&config, &metrics, redis.as_ref())?;
+        let clients = match &config.client_keys_file {
+            Some(path) => {
+                let clients = Arc::new(Clients::open(path, metrics.clone())?);
+                if let Some(redis) = &redis {
+                    clients::shared::share(clients.clone(), redis.clone(), &background);
+                }
+                Some(clients)
+            }
+            None => None,
+        };
         Ok(AppState {
             config: Arc::new(config),
             upstreams,
@@ -95,6 +108,7 @@ impl AppState {
             background,
             jobs,
             cache,
+            clients,
         })
     }
 }

@@ -93,6 +93,8 @@ pub struct Config {
     pub jobs: JobSettings,
     /// `LADLE_CACHE_MAX_ENTRIES`: kept answers (contract 7.3), at least 1.
     pub cache_max_entries: usize,
+    /// `LADLE_CLIENT_KEYS_FILE`: with it, every `/v1/*` request needs a client key.
+    pub client_keys_file: Option<PathBuf>,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
     /// Largest accepted request body.
@@ -208,6 +210,7 @@ impl Config {
             redis: fleet::load(&src)?,
             jobs: jobs::load(&src, src.get::<Millis>("LADLE_REDIS_LEASE_MS")?.0)?,
             cache_max_entries: src.get("LADLE_CACHE_MAX_ENTRIES")?,
+            client_keys_file: src.optional("LADLE_CLIENT_KEYS_FILE")?,
             busy_keywords: BusyKeywords::parse(&src.get::<String>("LADLE_BUSY_KEYWORDS")?),
             max_body_bytes: src.get("LADLE_MAX_BODY_BYTES")?,
             max_answer_bytes: src.get("LADLE_MAX_ANSWER_BYTES")?,

@@ -72,6 +72,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1000"),
     ("LADLE_JOB_WEBHOOK_ATTEMPTS", "8"),
     ("LADLE_CACHE_MAX_ENTRIES", "10000"),
+    ("LADLE_CLIENT_KEYS_FILE", ""),
 ];
 
 /// The `LADLE_*` names among `names` that are no setting (typos, or settings of

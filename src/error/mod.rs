@@ -97,6 +97,20 @@ pub enum ApiError {
     /// Missing or wrong admin token.
     #[error("missing or wrong admin token")]
     Unauthorized,
+    /// A `/v1/*` request without a known client key (`LADLE_CLIENT_KEYS_FILE`).
+    #[error("missing or unknown client key")]
+    NoClientKey,
+    /// The client key may not run this task.
+    #[error("this client key may not run task `{0}`")]
+    Forbidden(String),
+    /// The client key is over its `max_inflight` or `rate_per_s`.
+    #[error("this client key is over its {limit}; try again later")]
+    RateLimited {
+        /// Which limit: `max_inflight` or `rate_per_s`.
+        limit: &'static str,
+        /// When a request of the key can be admitted again.
+        retry_after: Duration,
+    },
     /// `If-Match` names a version that is no longer current.
     #[error("the prompt changed since it was read (ETag mismatch)")]
     EtagMismatch,
@@ -146,7 +160,9 @@ impl ApiError {
             ApiError::UpstreamTimeout => "upstream_timeout",
             ApiError::DeadlineExceeded => "deadline_exceeded",
             ApiError::IdempotencyKeyReused => "idempotency_key_reused",
-            ApiError::Unauthorized => "unauthorized",
+            ApiError::Unauthorized | ApiError::NoClientKey => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::EtagMismatch => "etag_mismatch",
             ApiError::InvalidPrompt { .. } => "invalid_prompt",
             ApiError::Storage(_) => "storage_failed",
@@ -179,7 +195,9 @@ impl ApiError {
             ApiError::JobFinished => StatusCode::CONFLICT,
             ApiError::JobInterrupted => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::NoClientKey => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::EtagMismatch => StatusCode::PRECONDITION_FAILED,
             ApiError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -195,7 +213,8 @@ impl ApiError {
             | ApiError::UpstreamTimeout
             | ApiError::DeadlineExceeded
             | ApiError::Storage(_)
-            | ApiError::StoreUnavailable => true,
+            | ApiError::StoreUnavailable
+            | ApiError::RateLimited { .. } => true,
             ApiError::InvalidRequest(_)
             | ApiError::HeadTooLarge(_)
             | ApiError::NotFound(_)
@@ -206,6 +225,8 @@ impl ApiError {
             | ApiError::AnswerTooLarge(_)
             | ApiError::IdempotencyKeyReused
             | ApiError::Unauthorized
+            | ApiError::NoClientKey
+            | ApiError::Forbidden(_)
             | ApiError::EtagMismatch
             | ApiError::InvalidPrompt { .. }
             | ApiError::JobNotFound
@@ -217,9 +238,9 @@ impl ApiError {
     /// The `Retry-After` the caller is given, for the 503 codes.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
-            ApiError::UpstreamBusy { retry_after } | ApiError::Overloaded { retry_after } => {
-                Some(*retry_after)
-            }
+            ApiError::UpstreamBusy { retry_after }
+            | ApiError::Overloaded { retry_after }
+            | ApiError::RateLimited { retry_after, .. } => Some(*retry_after),
             // Redis is looked at again every second; two cover a reconnect.
             ApiError::StoreUnavailable => Some(Duration::from_secs(2)),
             _ => None,
@@ -293,105 +314,4 @@ impl From<StoreError> for ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::header;
-    use axum::response::IntoResponse;
-
-    #[test]
-    fn every_503_and_504_is_retryable_and_carries_the_contract_code() {
-        let cases = [
-            (
-                ApiError::UpstreamBusy {
-                    retry_after: Duration::from_millis(1500),
-                },
-                503,
-                "upstream_busy",
-                true,
-            ),
-            (
-                ApiError::Overloaded {
-                    retry_after: Duration::from_secs(1),
-                },
-                503,
-                "overloaded",
-                true,
-            ),
-            (ApiError::UpstreamTimeout, 504, "upstream_timeout", true),
-            (ApiError::DeadlineExceeded, 504, "deadline_exceeded", true),
-            (
-                ApiError::UpstreamRejected(Box::new(UpstreamRefusal {
-                    status: 401,
-                    ..UpstreamRefusal::default()
-                })),
-                502,
-                "upstream_rejected",
-                false,
-            ),
-            (
-                ApiError::UpstreamFailed("reset".into()),
-                502,
-                "upstream_failed",
-                true,
-            ),
-            (
-                ApiError::InvalidOutput("no json".into()),
-                502,
-                "invalid_output",
-                true,
-            ),
-            (ApiError::BodyTooLarge(10), 413, "body_too_large", false),
-            (
-                ApiError::UpstreamTls("invalid peer certificate: UnknownIssuer".into()),
-                502,
-                "upstream_failed",
-                false,
-            ),
-        ];
-        for (error, status, code, retryable) in cases {
-            assert_eq!(
-                (error.status().as_u16(), error.code(), error.retryable()),
-                (status, code, retryable)
-            );
-        }
-    }
-
-    #[test]
-    fn a_rejection_shows_what_the_upstream_said_and_only_that() {
-        let refusal = UpstreamRefusal {
-            status: 400,
-            code: Some("context_length_exceeded".into()),
-            kind: None,
-            message: Some("too long".into()),
-        };
-        let body = ApiError::UpstreamRejected(Box::new(refusal)).body("r");
-        assert_eq!(
-            body["error"]["upstream"],
-            json!({"status": 400, "code": "context_length_exceeded", "message": "too long"})
-        );
-        assert_eq!(
-            body["error"]["message"],
-            "upstream rejected the request with HTTP 400"
-        );
-    }
-
-    #[test]
-    fn retry_after_is_at_most_an_hour_and_every_401_says_bearer() {
-        let response = ApiError::UpstreamBusy {
-            retry_after: Duration::from_secs(99_999_999_999),
-        }
-        .into_response();
-        assert_eq!(response.headers()[header::RETRY_AFTER], "3600");
-        let response = ApiError::Unauthorized.into_response();
-        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
-    }
-
-    #[test]
-    fn busy_responses_round_retry_after_up_to_whole_seconds() {
-        let response = ApiError::UpstreamBusy {
-            retry_after: Duration::from_millis(1500),
-        }
-        .into_response();
-        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
-    }
-}
+mod tests;

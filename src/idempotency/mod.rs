@@ -79,6 +79,17 @@ pub fn valid_key(key: &[u8]) -> bool {
     (1..=MAX_KEY).contains(&key.len()) && key.iter().all(|b| (0x21..=0x7e).contains(b))
 }
 
+/// The key a client's `Idempotency-Key` is kept under: the same key from two
+/// clients is two records (contract 8). Without client keys the client is `""`
+/// and the key is kept as given. A client's name has no `:`, so no two clients'
+/// keys meet.
+pub fn scoped(client: &str, key: &str) -> String {
+    match client {
+        "" => key.to_owned(),
+        client => format!("{client}:{key}"),
+    }
+}
+
 /// What names one request: its path (task name included) and its body as JSON,
 /// object keys in any order; `without_stream` leaves chat's top-level `stream` out
 /// (a task's variable of that name counts). XXH3, whose output its specification

@@ -34,6 +34,7 @@ use tower::{Layer, Service};
 use super::metrics::Metrics;
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
+use crate::clients::gate::{Caller, HeldUntilEnd};
 use crate::completion::CompletionRoute;
 use crate::error::{ApiError, ErrorCode};
 use crate::server::connection::Connection;
@@ -80,12 +81,18 @@ impl LateWord {
 pub struct ObserveLayer {
     metrics: Metrics,
     body: Bounds,
+    /// Whether client keys are on: requests are then counted and logged by client.
+    clients: bool,
 }
 
 impl ObserveLayer {
     /// Counts into `metrics`; request bodies are read within `body`.
-    pub fn new(metrics: Metrics, body: Bounds) -> Self {
-        ObserveLayer { metrics, body }
+    pub fn new(metrics: Metrics, body: Bounds, clients: bool) -> Self {
+        ObserveLayer {
+            metrics,
+            body,
+            clients,
+        }
     }
 }
 
@@ -133,6 +140,7 @@ where
             request_id: RequestId::of(&request),
             method: request.method().clone(),
             arrived,
+            clients: self.layer.clients,
         };
         // HTTP/1.1 makes `Host` required (RFC 9112, 3.2); hyper lets it pass.
         let inner = if request.version() == axum::http::Version::HTTP_11
@@ -173,6 +181,8 @@ struct Seen {
     request_id: RequestId,
     method: Method,
     arrived: Instant,
+    /// Whether client keys are on.
+    clients: bool,
 }
 
 impl<F> Future for Observing<F>
@@ -203,7 +213,13 @@ where
             connection.stream_until(seen.arrived + Duration::from_millis(ms));
         }
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
+        let caller = response.extensions_mut().remove::<Caller>();
+        let held = response.extensions_mut().remove::<HeldUntilEnd>();
         let mut record = Record {
+            client: seen
+                .clients
+                .then(|| caller.map(|c| c.0).unwrap_or_default()),
+            _held: held,
             status: response.status().as_u16(),
             error,
             stream_error: response.extensions().get::<LateWord>().cloned(),
@@ -265,6 +281,10 @@ struct Record {
     stream_error: Option<LateWord>,
     /// A completion route's own fields.
     note: Option<CompletionNote>,
+    /// With client keys: the caller's name (`""` if none was accepted).
+    client: Option<String>,
+    /// What the request holds until its body ends (a client key's slot).
+    _held: Option<HeldUntilEnd>,
     head: Duration,
     ended: bool,
 }
@@ -285,7 +305,8 @@ impl Drop for Record {
         }
         let elapsed = seen.arrived.elapsed();
         let route = seen.route.as_ref().map_or("unmatched", MatchedPath::as_str);
-        seen.metrics.request(route, self.status, elapsed);
+        let client = self.client.as_deref();
+        seen.metrics.request(route, self.status, client, elapsed);
         // An error's code, a stream's closing error event's; else whether the body
         // was sent whole.
         let late = self.stream_error.as_ref().and_then(LateWord::word);
@@ -305,6 +326,7 @@ impl Drop for Record {
             deadline_ms = self.note.as_ref().and_then(|n| n.deadline_ms),
             idempotency_key = self.note.as_ref().and_then(|n| n.idempotency_key.as_deref()),
             idempotency = self.note.as_ref().and_then(|n| n.idempotency),
+            client,
             cache = self.note.as_ref().and_then(|n| n.cache.as_ref()?.word()),
             "request answered"
         );

@@ -20,11 +20,11 @@ pub enum KeyLookup {
     Runs(Box<dyn RunSlot>),
 }
 
-/// Looks `key` up for the request at `path` named by `identity`, and counts what
-/// it led to; `Err` for another request under the key.
+/// Looks `client`'s `key` up for the request at `path` named by `identity`, and
+/// counts what it led to; `Err` for another request under the key.
 pub async fn look_up(
     app: &AppState,
-    key: &str,
+    (client, key): (&str, &str),
     path: &str,
     identity: &Value,
     reply: &Reply,
@@ -40,7 +40,12 @@ pub async fn look_up(
     let fingerprint = idempotency::fingerprint(path, identity, chat);
     let found = app
         .idempotency
-        .begin(key, fingerprint, Instant::now(), deadline)
+        .begin(
+            &idempotency::scoped(client, key),
+            fingerprint,
+            Instant::now(),
+            deadline,
+        )
         .await;
     let outcome = match &found {
         Lookup::Kept(_) => "replayed",

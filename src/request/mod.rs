@@ -51,6 +51,9 @@ pub struct Call {
     pub cache_key: Option<AnswerKey>,
     /// The request's `Cache-Control`, as far as the cache cares.
     pub cache_control: CacheControl,
+    /// The client key's name (`""` without client keys): its idempotency keys
+    /// are its own.
+    pub client: String,
 }
 
 impl Call {
@@ -133,8 +136,15 @@ pub async fn complete(
         None => Either::Left(run()),
         Some((key, identity)) => {
             let path = call.reply.route.request_path();
-            let looked_up =
-                keyed::look_up(app, key, &path, identity, &call.reply, deadline.at, note);
+            let looked_up = keyed::look_up(
+                app,
+                (&call.client, key),
+                &path,
+                identity,
+                &call.reply,
+                deadline.at,
+                note,
+            );
             match looked_up.await? {
                 keyed::KeyLookup::Answered(response) => return Ok(response),
                 keyed::KeyLookup::Runs(slot) => {

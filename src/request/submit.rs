@@ -30,6 +30,8 @@ pub struct Submit {
     pub timeout: Option<Duration>,
     /// `Idempotency-Key`.
     pub key: Option<String>,
+    /// The client key's name: the job is its own.
+    pub client: String,
     /// `Cache-Control`, kept for each run.
     pub cache_control: Option<String>,
     /// The submit's request id.
@@ -60,8 +62,11 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
         timeout_ms: submit.timeout.map(|t| t.as_millis() as u64),
         cache_control: submit.cache_control.clone(),
     };
+    let client = submit.client.as_str();
     let Some(key) = &submit.key else {
-        return create(app, request).await.map(|job| accepted(&job, false));
+        return create(app, request, client)
+            .await
+            .map(|job| accepted(&job, false));
     };
     // A submit and a synchronous request never share a key's record.
     let path = format!("submit:/v1/tasks/{}", submit.task);
@@ -69,17 +74,22 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
     let now = Instant::now();
     match app
         .idempotency
-        .begin(key, fingerprint, now, now + JOINING)
+        .begin(
+            &idempotency::scoped(client, key),
+            fingerprint,
+            now,
+            now + JOINING,
+        )
         .await
     {
         Lookup::Reused => Err(ApiError::IdempotencyKeyReused),
-        Lookup::Kept(kept) => replay_or_create(app, &kept, request).await,
+        Lookup::Kept(kept) => replay_or_create(app, &kept, request, client).await,
         Lookup::Wait(outcome) => match tokio::time::timeout(JOINING, outcome).await {
-            Ok(Some(Ok(kept))) => replay_or_create(app, &kept, request).await,
+            Ok(Some(Ok(kept))) => replay_or_create(app, &kept, request, client).await,
             Ok(Some(Err((error, _)))) => Err(error),
             _ => Err(ApiError::StoreUnavailable),
         },
-        Lookup::Run(slot) => match create(app, request).await {
+        Lookup::Run(slot) => match create(app, request, client).await {
             Ok(job) => {
                 slot.succeed(std::sync::Arc::new(json!({ "job": job.id })))
                     .await;
@@ -98,23 +108,26 @@ async fn replay_or_create(
     app: &AppState,
     kept: &Value,
     request: JobRequest,
+    client: &str,
 ) -> Result<Response, ApiError> {
     let id = kept["job"].as_str().unwrap_or_default();
     let found = app
         .jobs
         .store()
-        .get(id, "")
+        .get(id, client)
         .await
         .map_err(|_| ApiError::StoreUnavailable)?;
     match found {
         Some(job) => Ok(accepted(&job, true)),
-        None => create(app, request).await.map(|job| accepted(&job, false)),
+        None => create(app, request, client)
+            .await
+            .map(|job| accepted(&job, false)),
     }
 }
 
-/// Writes a new job; it is durable when this returns.
-async fn create(app: &AppState, request: JobRequest) -> Result<Job, ApiError> {
-    let job = Job::queued(request, "", unix_millis());
+/// Writes a new job of `client`; it is durable when this returns.
+async fn create(app: &AppState, request: JobRequest, client: &str) -> Result<Job, ApiError> {
+    let job = Job::queued(request, client, unix_millis());
     let max = app.config.jobs.max_queued;
     match app.jobs.store().submit(job, max).await {
         Ok(Submitted::Accepted(job)) => {

@@ -59,5 +59,6 @@ pub async fn task_call(
         prompt: Some(prompt),
         cache_key,
         cache_control: CacheControl::default(),
+        client: String::new(),
     })
 }

@@ -98,5 +98,6 @@ fn chat_call(
         prompt: None,
         cache_key: None,
         cache_control: CacheControl::default(),
+        client: headers.client,
     })
 }

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use super::ClientName;
 use crate::error::ApiError;
 use crate::jobs::{Canceled, Job, record};
 use crate::state::AppState;
@@ -46,12 +47,13 @@ impl Wait {
 /// `GET /v1/jobs/{id}`.
 pub async fn read(
     State(app): State<AppState>,
+    ClientName(client): ClientName,
     Path(id): Path<String>,
     Query(wait): Query<Wait>,
 ) -> Result<Response, ApiError> {
     let until = wait.wait()?.map(|wait| Instant::now() + wait);
     let job = loop {
-        let job = find(&app, &id).await?;
+        let job = find(&app, &id, &client).await?;
         match until {
             Some(until) if !job.status.finished() && Instant::now() < until => {
                 // Changes seen here wake it; one made on another replica is seen
@@ -70,6 +72,7 @@ pub async fn read(
 /// `DELETE /v1/jobs/{id}`.
 pub async fn cancel(
     State(app): State<AppState>,
+    ClientName(client): ClientName,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     if !record::plausible_id(&id) {
@@ -78,7 +81,7 @@ pub async fn cancel(
     let canceled = app
         .jobs
         .store()
-        .cancel(&id, "", unix_millis())
+        .cancel(&id, &client, unix_millis())
         .await
         .map_err(|_| ApiError::StoreUnavailable)?;
     match canceled {
@@ -92,13 +95,13 @@ pub async fn cancel(
 }
 
 /// The job `id`, or `404 job_not_found`.
-async fn find(app: &AppState, id: &str) -> Result<Job, ApiError> {
+async fn find(app: &AppState, id: &str, client: &str) -> Result<Job, ApiError> {
     if !record::plausible_id(id) {
         return Err(ApiError::JobNotFound);
     }
     app.jobs
         .store()
-        .get(id, "")
+        .get(id, client)
         .await
         .map_err(|_| ApiError::StoreUnavailable)?
         .ok_or(ApiError::JobNotFound)

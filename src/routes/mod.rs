@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod ops;
 pub mod tasks;
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -18,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
+use crate::clients::gate::Caller;
 use crate::error::ApiError;
 use crate::ops::observe::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
@@ -62,12 +64,28 @@ impl<S: Send + Sync> FromRequestParts<S> for CallerTimeout {
 }
 
 /// The completion routes' own headers: `X-Request-Timeout-Ms` and
-/// `Idempotency-Key`, each checked (a bad one is `400 invalid_request`).
+/// `Idempotency-Key`, each checked (a bad one is `400 invalid_request`); and the
+/// caller, as the client keys' gate named it.
 pub struct CompletionHeaders {
     /// The caller's budget, which only shortens the deadline.
     pub timeout: Option<Duration>,
     /// The request's idempotency key.
     pub key: Option<String>,
+    /// The client key's name (`""` without client keys).
+    pub client: String,
+}
+
+/// The caller's client key name (`""` without client keys): jobs and
+/// idempotency keys are its own.
+pub struct ClientName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientName {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        let caller = parts.extensions.get::<Caller>();
+        Ok(ClientName(caller.map(|c| c.0.clone()).unwrap_or_default()))
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for CompletionHeaders {
@@ -76,7 +94,12 @@ impl<S: Send + Sync> FromRequestParts<S> for CompletionHeaders {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let CallerTimeout(timeout) = CallerTimeout::from_request_parts(parts, state).await?;
         let IdempotencyKey(key) = IdempotencyKey::from_request_parts(parts, state).await?;
-        Ok(CompletionHeaders { timeout, key })
+        let Ok(ClientName(client)) = ClientName::from_request_parts(parts, state).await;
+        Ok(CompletionHeaders {
+            timeout,
+            key,
+            client,
+        })
     }
 }
 

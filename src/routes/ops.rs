@@ -22,14 +22,22 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
     if let Some(redis) = &app.redis {
         body["redis"] = if redis.is_up() { "ok" } else { "unreachable" }.into();
     }
-    if broken.is_empty() {
+    // A broken keys file is reported as a broken prompt is: the last good keys
+    // serve, and the operator is told.
+    let keys_broken = app.clients.as_ref().and_then(|c| c.broken());
+    if let Some(why) = &keys_broken {
+        body["client_keys"] = json!({ "broken": why });
+    }
+    if broken.is_empty() && keys_broken.is_none() {
         return Json(body).into_response();
     }
     let broken: serde_json::Map<_, _> = broken
         .into_iter()
         .map(|(name, why)| (name, why.into()))
         .collect();
-    body["broken"] = broken.into();
+    if !broken.is_empty() {
+        body["broken"] = broken.into();
+    }
     (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 

@@ -98,6 +98,7 @@ pub async fn run(
             variables,
             timeout: headers.timeout,
             key: headers.key,
+            client: headers.client,
             cache_control: submission.cache_control,
             request_id: request_id.to_string(),
             arrived,
@@ -115,6 +116,7 @@ pub async fn run(
         model: String::new(),
         keep_alive: None,
     };
+    let client = headers.client;
     let called = task_call(
         &app,
         reply,
@@ -126,6 +128,7 @@ pub async fn run(
     let answer = match called.await {
         Ok(mut call) => {
             call.cache_control = CacheControl::parse(submission.cache_control.as_deref());
+            call.client = client;
             request::complete(&app, call, &mut note).await
         }
         Err(error) => Err(error),

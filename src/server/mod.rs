@@ -38,6 +38,17 @@ pub async fn serve(
                 Continue::Yes
             }
         });
+    if let Some(clients) = state.clients.clone() {
+        let every = crate::clients::RELOAD_EVERY;
+        state.background.every(every, None, move || {
+            let clients = clients.clone();
+            async move {
+                // File reads block; keep them off the async workers.
+                let _ = tokio::task::spawn_blocking(move || clients.refresh()).await;
+                Continue::Yes
+            }
+        });
+    }
     let runs = std::sync::Arc::new(crate::request::job_run::RunsTasks(state.clone()));
     state.jobs.start(runs, &state.background);
     if let Some(webhook) = &state.config.jobs.webhook {

@@ -48,6 +48,14 @@ pub fn describe(recorder: &PrometheusRecorder) {
             "Webhook attempts by what they led to: delivered, retry, failed.",
         ),
         (
+            "ladle_limit_waits_total",
+            "Waits for a bulkhead's slot, by scope (task, upstream).",
+        ),
+        (
+            "ladle_limit_rejections_total",
+            "Requests a limit turned away, by scope (client, task, upstream).",
+        ),
+        (
             "ladle_cache_total",
             "Answers of cached tasks by what the cache did: hit, miss, stale.",
         ),
@@ -69,6 +77,12 @@ pub fn describe(recorder: &PrometheusRecorder) {
         KeyName::from("ladle_inflight_requests"),
         None,
         "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_inflight"),
+        None,
+        "Slots in use of each bulkhead: a client key's, a task's or an upstream's max_inflight."
+            .into(),
     );
     recorder.describe_gauge(
         KeyName::from("ladle_jobs"),

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 mod help;
 mod labels;
+mod limits;
 mod work;
+
+pub use limits::ScopedGauge;
 
 use self::help::describe;
 use self::labels::{Bounded, Totals};
@@ -45,7 +48,7 @@ struct Inner {
     retries: Vec<(&'static str, Counter)>,
     /// `ladle_requests_total` handles by route and status, made on first use: a
     /// lookup here costs no allocation, registering a key costs three.
-    requests: Mutex<Vec<(Box<str>, u16, Counter)>>,
+    requests: Mutex<Vec<(Box<str>, u16, Box<str>, Counter)>>,
     duration: Histogram,
     first_output: Histogram,
     inflight: Gauge,
@@ -261,18 +264,22 @@ impl Metrics {
         self.inner.first_output.record(elapsed.as_secs_f64());
     }
 
-    /// Counts an answered request by route and HTTP status.
-    pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
-        self.requests_counter(route, status).increment(1);
+    /// Counts an answered request by route and HTTP status, and with client keys
+    /// on, by `client` (`""` for a request no key was accepted for).
+    pub fn request(&self, route: &str, status: u16, client: Option<&str>, elapsed: Duration) {
+        self.requests_counter(route, status, client).increment(1);
         self.inner.duration.record(elapsed.as_secs_f64());
     }
 
-    fn requests_counter(&self, route: &str, status: u16) -> Counter {
+    fn requests_counter(&self, route: &str, status: u16, client: Option<&str>) -> Counter {
         let register = || {
-            let labels = vec![
+            let mut labels = vec![
                 Label::new("route", route.to_owned()),
                 Label::new("code", status.to_string()),
             ];
+            if let Some(client) = client {
+                labels.push(Label::new("client", client.to_owned()));
+            }
             let key = Key::from_parts("ladle_requests_total", labels);
             self.inner.recorder.register_counter(&key, &METADATA)
         };
@@ -282,12 +289,15 @@ impl Metrics {
             .requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, _, counter)) = known.iter().find(|(r, s, _)| *s == status && **r == *route)
-        {
+        let client = client.unwrap_or_default();
+        let found = known
+            .iter()
+            .find(|(r, s, c, _)| *s == status && **r == *route && **c == *client);
+        if let Some((_, _, _, counter)) = found {
             return counter.clone();
         }
         let counter = register();
-        known.push((route.into(), status, counter.clone()));
+        known.push((route.into(), status, client.into(), counter.clone()));
         counter
     }
 
@@ -333,7 +343,7 @@ mod tests {
         let metrics = Metrics::new();
         metrics.register_upstream("default");
         metrics.attempt(Outcome::Busy, "default");
-        metrics.request("/healthz", 200, Duration::from_millis(3));
+        metrics.request("/healthz", 200, None, Duration::from_millis(3));
         let text = metrics.render();
         for series in [
             "ladle_upstream_attempts_total{outcome=\"busy\",upstream=\"default\"} 1",

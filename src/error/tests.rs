@@ -1,0 +1,101 @@
+//! Every error's code, status and retryability, and its rendered body.
+use super::*;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+#[test]
+fn every_503_and_504_is_retryable_and_carries_the_contract_code() {
+    let cases = [
+        (
+            ApiError::UpstreamBusy {
+                retry_after: Duration::from_millis(1500),
+            },
+            503,
+            "upstream_busy",
+            true,
+        ),
+        (
+            ApiError::Overloaded {
+                retry_after: Duration::from_secs(1),
+            },
+            503,
+            "overloaded",
+            true,
+        ),
+        (ApiError::UpstreamTimeout, 504, "upstream_timeout", true),
+        (ApiError::DeadlineExceeded, 504, "deadline_exceeded", true),
+        (
+            ApiError::UpstreamRejected(Box::new(UpstreamRefusal {
+                status: 401,
+                ..UpstreamRefusal::default()
+            })),
+            502,
+            "upstream_rejected",
+            false,
+        ),
+        (
+            ApiError::UpstreamFailed("reset".into()),
+            502,
+            "upstream_failed",
+            true,
+        ),
+        (
+            ApiError::InvalidOutput("no json".into()),
+            502,
+            "invalid_output",
+            true,
+        ),
+        (ApiError::BodyTooLarge(10), 413, "body_too_large", false),
+        (
+            ApiError::UpstreamTls("invalid peer certificate: UnknownIssuer".into()),
+            502,
+            "upstream_failed",
+            false,
+        ),
+    ];
+    for (error, status, code, retryable) in cases {
+        assert_eq!(
+            (error.status().as_u16(), error.code(), error.retryable()),
+            (status, code, retryable)
+        );
+    }
+}
+
+#[test]
+fn a_rejection_shows_what_the_upstream_said_and_only_that() {
+    let refusal = UpstreamRefusal {
+        status: 400,
+        code: Some("context_length_exceeded".into()),
+        kind: None,
+        message: Some("too long".into()),
+    };
+    let body = ApiError::UpstreamRejected(Box::new(refusal)).body("r");
+    assert_eq!(
+        body["error"]["upstream"],
+        json!({"status": 400, "code": "context_length_exceeded", "message": "too long"})
+    );
+    assert_eq!(
+        body["error"]["message"],
+        "upstream rejected the request with HTTP 400"
+    );
+}
+
+#[test]
+fn retry_after_is_at_most_an_hour_and_every_401_says_bearer() {
+    let response = ApiError::UpstreamBusy {
+        retry_after: Duration::from_secs(99_999_999_999),
+    }
+    .into_response();
+    assert_eq!(response.headers()[header::RETRY_AFTER], "3600");
+    let response = ApiError::Unauthorized.into_response();
+    assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+}
+
+#[test]
+fn busy_responses_round_retry_after_up_to_whole_seconds() {
+    let response = ApiError::UpstreamBusy {
+        retry_after: Duration::from_millis(1500),
+    }
+    .into_response();
+    assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+}
