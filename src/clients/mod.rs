@@ -4,7 +4,8 @@
 //!
 //! The file holds SHA-256 digests, never keys; a presented key is hashed and
 //! compared with every digest in constant time (`subtle`), and appears in no log
-//! line. The file is read again within `RELOAD_EVERY` of an edit; a broken edit
+//! line. The file is looked at as often as the prompts folder
+//! (`LADLE_PROMPT_RELOAD_MS`), and read again when it changed; a broken edit
 //! keeps the last good keys and is reported (logs, `/readyz`), as a broken prompt
 //! is. A key's bulkhead and bucket live on across edits that keep its name.
 //! `gate` is the HTTP side; `shared` holds the buckets to one rate for a fleet.
@@ -31,8 +32,6 @@ use crate::config::settings::invalid;
 use crate::error::ApiError;
 use crate::ops::metrics::Metrics;
 
-/// How often the file is looked at: an edit is live within 2 s.
-pub const RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// The setting that names the file.
 const KEY: &str = "LADLE_CLIENT_KEYS_FILE";
 

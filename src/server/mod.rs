@@ -39,8 +39,8 @@ pub async fn serve(
             }
         });
     if let Some(clients) = state.clients.clone() {
-        let every = crate::clients::RELOAD_EVERY;
-        state.background.every(every, None, move || {
+        // As often as the prompts folder is looked at: an edit is live within 2 s.
+        state.background.every(state.config.prompt_reload, None, move || {
             let clients = clients.clone();
             async move {
                 // File reads block; keep them off the async workers.
