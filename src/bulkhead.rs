@@ -76,6 +76,13 @@ impl Bulkhead {
         Some(self.slot(permit))
     }
 
+    /// A slot once one is free, uncounted: for a caller that waits on several
+    /// bulkheads at once and counts its wait itself.
+    pub async fn wait(&self) -> Option<Slot> {
+        let permit = self.semaphore.clone().acquire_owned().await.ok()?;
+        Some(self.slot(permit))
+    }
+
     /// Counts a request this bulkhead turned away.
     pub fn refused(&self) {
         self.metrics.limit_rejection(self.scope);

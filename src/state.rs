@@ -10,6 +10,7 @@ use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::shared::FleetBudgets;
 use crate::budget::{self, Budget, RetryBudget, SharedBudget};
+use crate::bulkhead::Bulkheads;
 use crate::cache::AnswerCache;
 use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
@@ -51,6 +52,8 @@ pub struct AppState {
     pub cache: Arc<dyn AnswerCache>,
     /// Client keys (`LADLE_CLIENT_KEYS_FILE`), when `/v1/*` needs them.
     pub clients: Option<Arc<Clients>>,
+    /// The tasks' bulkheads (a prompt's `max_inflight`).
+    pub tasks: Arc<Bulkheads>,
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -88,6 +91,7 @@ impl AppState {
             ),
         };
         let (jobs, cache) = kept_state(&config, &metrics, redis.as_ref())?;
+        let metrics_for_tasks = metrics.clone();
         let clients = match &config.client_keys_file {
             Some(path) => {
                 let clients = Arc::new(Clients::open(path, metrics.clone())?);
@@ -109,6 +113,7 @@ impl AppState {
             jobs,
             cache,
             clients,
+            tasks: Arc::new(Bulkheads::new("task", metrics_for_tasks)),
         })
     }
 }
@@ -158,9 +163,11 @@ fn shared_upstreams(
     let breakers = config.breaker.applies(upstreams.len());
     let now = Instant::now();
     let mut fleet_budgets = Vec::new();
+    let bulkheads = Bulkheads::new("upstream", metrics.clone());
     let guards = upstreams
         .iter()
-        .map(|upstream| {
+        .zip(&config.upstreams)
+        .map(|(upstream, settings)| {
             metrics.register_upstream(&upstream.name);
             if breakers {
                 metrics.breaker_state(&upstream.name, State::Closed.gauge());
@@ -173,7 +180,14 @@ fn shared_upstreams(
                 Arc::new(Mutex::new(RetryBudget::new(config.budget)))
             };
             let breaker = breakers.then(|| Mutex::new(Breaker::new(config.breaker_settings, now)));
-            UpstreamGuards { breaker, budget }
+            let bulkhead = settings
+                .max_inflight
+                .map(|limit| bulkheads.of(&upstream.name, limit));
+            UpstreamGuards {
+                breaker,
+                budget,
+                bulkhead,
+            }
         })
         .collect();
     let shared = SharedUpstreams {

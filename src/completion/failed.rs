@@ -14,6 +14,9 @@ use crate::upstream::order::Next;
 
 impl Completion {
     pub(super) fn on_failure(&mut self, failure: AttemptFailure) -> Progress {
+        // The attempt is over: its upstream's slot is free for others, also
+        // while this request backs off.
+        self.upstream_slot = None;
         let output_began = matches!(&self.phase, Phase::Streaming(a) if a.output_began());
         let classified = failure.classify(output_began, &self.shared.busy_keywords);
         self.count_attempt(classified.outcome, classified.counted);

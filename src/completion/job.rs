@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::bulkhead::{Bulkhead, Slot};
 use crate::normalize::OutputKind;
 use crate::retry::{Deadline, RetryPolicy};
 
@@ -26,11 +27,22 @@ pub struct Job {
     pub answer_limit: Option<usize>,
     /// The model sent upstream, for the token counts.
     pub model: String,
-    /// An in-flight slot taken already (a job's run waits for its slot without a
-    /// time limit, and its deadline starts once it has it).
-    pub slot: Option<OwnedSemaphorePermit>,
+    /// The slots taken already (a job's run waits for them without a time
+    /// limit, and its deadline starts once it has them).
+    pub slot: Option<Slots>,
+    /// The task's bulkhead (its `max_inflight`), if it has one.
+    pub task_bulkhead: Option<Bulkhead>,
     /// For the log line: the job this is a run of.
     pub job_id: Option<String>,
+}
+
+/// What a request holds while it runs: one of `LADLE_MAX_INFLIGHT`'s slots and,
+/// for a task with a `max_inflight`, one of its task's.
+pub struct Slots {
+    /// The in-flight slot.
+    pub inflight: OwnedSemaphorePermit,
+    /// The task's slot.
+    pub task: Option<Slot>,
 }
 
 /// The completion route a request came in on.

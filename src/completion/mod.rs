@@ -15,8 +15,9 @@ mod job;
 mod log;
 mod progress;
 mod shared;
+mod start;
 
-pub use job::{CompletionRoute, Job};
+pub use job::{CompletionRoute, Job, Slots};
 pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
 
@@ -28,12 +29,12 @@ use std::time::Duration;
 
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
-use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until};
 
 use self::answer::Answer;
-use self::attempt::{Attempt, Received, Timers};
-use crate::breaker::{Admission, Counted};
+use self::attempt::{Attempt, Received};
+use crate::breaker::Counted;
+use crate::bulkhead::Slot;
 use crate::error::ApiError;
 use crate::failure::{AttemptFailure, Classified, FailureKind, Outcome};
 use crate::normalize;
@@ -44,11 +45,14 @@ use crate::upstream::order::UpstreamOrder;
 /// Where the loop is. Each phase holds what it waits on, and `poll_next` polls it
 /// in place: the per-chunk step (`Streaming`) builds and moves no future.
 enum Phase {
-    /// Waiting for an in-flight slot; the wait (and when it began) is made only if
-    /// none is free.
+    /// Waiting for an in-flight slot (and the task's); the wait (and when it
+    /// began) is made only if none is free.
     Queued(Option<(Instant, QueueWait)>),
     /// The next attempt is due.
     Starting,
+    /// Every usable upstream is at its `max_inflight`: waiting for the first slot
+    /// any of them frees, within the deadline.
+    UpstreamFull(BoxFuture<'static, Result<(usize, Slot), ApiError>>),
     /// Sending the request, until the response head is in (or the attempt failed).
     Connecting(BoxFuture<'static, Result<Attempt, AttemptFailure>>),
     /// Reading the attempt's answer.
@@ -59,8 +63,8 @@ enum Phase {
     Over,
 }
 
-/// The wait for an in-flight slot.
-type QueueWait = BoxFuture<'static, Result<OwnedSemaphorePermit, ApiError>>;
+/// The wait for the slots a request needs.
+type QueueWait = BoxFuture<'static, Result<Slots, ApiError>>;
 
 /// The state of one request's attempt loop.
 pub struct Completion {
@@ -74,7 +78,10 @@ pub struct Completion {
     /// The failure the pending retry follows, classified.
     last_failure: Option<(AttemptFailure, Classified)>,
     attempt: u32,
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<Slots>,
+    /// The current attempt's slot on its upstream (by index), if the upstream
+    /// has a `max_inflight`; given back when the attempt ends.
+    upstream_slot: Option<(usize, Slot)>,
     answer: Answer,
     first_output_seen: bool,
     /// The back-off timer, made at the first back-off and reset for later ones.
@@ -104,6 +111,7 @@ impl Completion {
             last_failure: None,
             attempt: 0,
             permit,
+            upstream_slot: None,
             first_output_seen: false,
             sleep: None,
             queued: Duration::ZERO,
@@ -118,20 +126,6 @@ impl Completion {
         self
     }
 
-    /// The wait for an in-flight slot, bounded by the queue timeout and the deadline.
-    fn queue_wait(&self) -> QueueWait {
-        let limit = (Instant::now() + self.shared.queue_timeout).min(self.job.deadline.at);
-        let acquire = self.shared.inflight.clone().acquire_owned();
-        let (deadline, retry_after) = (self.job.deadline.at, self.shared.queue_timeout);
-        Box::pin(async move {
-            match timeout_at(limit, acquire).await {
-                Ok(Ok(permit)) => Ok(permit),
-                _ if limit == deadline => Err(ApiError::DeadlineExceeded),
-                _ => Err(ApiError::Overloaded { retry_after }),
-            }
-        })
-    }
-
     /// The current attempt's upstream (none before the first attempt).
     fn upstream(&self) -> Option<&Arc<Upstream>> {
         let order = self.order.as_ref()?;
@@ -143,71 +137,6 @@ impl Completion {
         self.upstream()
             .and_then(|u| u.model.as_deref())
             .unwrap_or(&self.job.model)
-    }
-
-    fn start_attempt(&mut self) -> Progress {
-        let now = Instant::now();
-        if self.order.is_none() {
-            let candidates = self.shared.candidates(now);
-            self.order = UpstreamOrder::start(&candidates, rand::random::<f64>());
-        }
-        let Some(probe) = self.admit(now) else {
-            // No upstream for this attempt: a retry ends with the failure that
-            // asked for it; a first attempt with every breaker open.
-            let refused = match self.last_failure.take() {
-                Some((failure, classified)) => {
-                    let hint = self.job.policy.backoff(self.attempt);
-                    failure.into_error(classified, self.attempt, hint)
-                }
-                None => self.all_open(now),
-            };
-            return self.on_refused(refused);
-        };
-        self.probe = probe;
-        let Some(order) = self.order.as_mut() else {
-            return self.on_refused(self.all_open(now));
-        };
-        if order.enter() {
-            self.shared.first_attempt(order.current(), now);
-        }
-        self.attempt += 1;
-        self.answer = Answer::new(self.job.answer_limit);
-        let upstream = self.shared.upstreams[order.current()].clone();
-        let body = upstream.body_for(&self.job.body, &self.job.model);
-        let timers = Timers::new(self.shared.timeouts, self.job.deadline);
-        let open = Attempt::open(upstream, body, timers, self.job.answer_limit.is_some());
-        self.phase = Phase::Connecting(Box::pin(open));
-        Progress::Attempt(self.attempt)
-    }
-
-    /// Asks the current upstream's breaker to admit the attempt: whether it is the
-    /// half-open probe, or `None` when no upstream admits it. A half-open breaker
-    /// admits one probe, and another request may have taken it since this one
-    /// chose; another upstream is taken instead only if this request has not called
-    /// it yet (an immediate fallback, a first attempt for its budget).
-    fn admit(&mut self, now: Instant) -> Option<bool> {
-        let order = self.order.as_mut()?;
-        for _ in 0..self.shared.upstreams.len() {
-            match self.shared.admit(order.current(), now) {
-                Admission::Pass => return Some(false),
-                Admission::Probe => return Some(true),
-                Admission::Refused => {
-                    let next = order.next(true, |index| self.shared.usable(index, now));
-                    match next {
-                        Some(next) if next.upstream.untried => order.move_to(next),
-                        _ => return None,
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    /// No upstream can be called: every breaker is open (or probing).
-    fn all_open(&self, now: Instant) -> ApiError {
-        ApiError::UpstreamBusy {
-            retry_after: self.shared.opens_again_in(now),
-        }
     }
 
     fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Progress {
@@ -251,6 +180,7 @@ impl Completion {
             },
         };
         let elapsed = Instant::now() - self.job.deadline.started;
+        self.upstream_slot = None;
         self.log_attempt(Outcome::Ok, None, None, false);
         self.count_attempt(Outcome::Ok, Counted::Success);
         self.phase = Phase::Over;
@@ -290,10 +220,10 @@ impl Stream for Completion {
                 Phase::Over => return Poll::Ready(None),
                 Phase::Queued(wait) => {
                     let permit = match wait {
-                        None => match this.shared.inflight.clone().try_acquire_owned() {
-                            Ok(permit) => Ok(permit),
-                            Err(_) => {
-                                let waiting = (Instant::now(), this.queue_wait());
+                        None => match this.try_slots() {
+                            Ok(slots) => Ok(slots),
+                            Err(task) => {
+                                let waiting = (Instant::now(), this.queue_wait(task));
                                 this.phase = Phase::Queued(Some(waiting));
                                 continue;
                             }
@@ -312,7 +242,20 @@ impl Stream for Completion {
                         Err(error) => break this.on_refused(error),
                     }
                 }
-                Phase::Starting => break this.start_attempt(),
+                Phase::Starting => match this.start_attempt() {
+                    Some(progress) => break progress,
+                    None => continue,
+                },
+                Phase::UpstreamFull(wait) => match ready!(wait.as_mut().poll(cx)) {
+                    Ok((index, slot)) => {
+                        if let Some(order) = this.order.as_mut() {
+                            order.go_to(index);
+                        }
+                        this.upstream_slot = Some((index, slot));
+                        this.phase = Phase::Starting;
+                    }
+                    Err(error) => break this.on_refused(error),
+                },
                 Phase::Connecting(open) => match ready!(open.as_mut().poll(cx)) {
                     Ok(attempt) => this.phase = Phase::Streaming(Box::new(attempt)),
                     Err(failure) => break this.on_failure(failure),

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::attempt::AttemptTimeouts;
 use crate::breaker::{Admission, Breaker, Counted, Transition};
 use crate::budget::Budget;
+use crate::bulkhead::Bulkhead;
 use crate::failure::BusyKeywords;
 use crate::ops::metrics::Metrics;
 use crate::retry::Decision;
@@ -42,6 +43,8 @@ pub struct UpstreamGuards {
     pub breaker: Option<Mutex<Breaker>>,
     /// Its retry budget (this replica's, or shared with the fleet).
     pub budget: Arc<Mutex<dyn Budget>>,
+    /// Its `max_inflight`, if it has one: attempts to it at once.
+    pub bulkhead: Option<Bulkhead>,
 }
 
 /// A lock whose holder panicked still guards consistent state here: every update

@@ -107,6 +107,7 @@ async fn run(
     let shared = SharedUpstreams {
         upstreams: vec![Arc::new(upstream)],
         guards: vec![UpstreamGuards {
+            bulkhead: None,
             breaker: None,
             budget: Arc::new(std::sync::Mutex::new(RetryBudget::new(BudgetSettings {
                 ratio: 0.2,
@@ -133,6 +134,7 @@ async fn run(
         route: CompletionRoute::Chat,
         answer_limit: Some(4 << 20),
         slot: None,
+        task_bulkhead: None,
         job_id: None,
         model: "m".into(),
     };

@@ -12,8 +12,16 @@ use super::{ConfigError, Secret, UpstreamProxy, invalid};
 const KEY: &str = "LADLE_UPSTREAMS";
 
 /// The fields an entry may have.
-const FIELDS: [&str; 8] = [
-    "name", "url", "api_key", "proxy", "model", "priority", "weight", "attempts",
+const FIELDS: [&str; 9] = [
+    "name",
+    "url",
+    "api_key",
+    "proxy",
+    "model",
+    "priority",
+    "weight",
+    "attempts",
+    "max_inflight",
 ];
 
 /// One upstream, as configured.
@@ -35,6 +43,8 @@ pub struct UpstreamSettings {
     pub weight: u32,
     /// Attempts in a row this upstream gets before a retry moves on (6.1).
     pub attempts: u32,
+    /// Attempts in flight to it at once on this replica (contract 8).
+    pub max_inflight: Option<u32>,
 }
 
 impl UpstreamSettings {
@@ -49,6 +59,7 @@ impl UpstreamSettings {
             priority: 0,
             weight: 1,
             attempts: 1,
+            max_inflight: None,
         }
     }
 }
@@ -157,6 +168,11 @@ fn entry_settings(fields: &Map<String, Value>) -> Result<UpstreamSettings, Strin
         priority: number("priority", 0, 0)?,
         weight: number("weight", 1, 1)?,
         attempts: number("attempts", 1, 1)?,
+        max_inflight: fields
+            .get("max_inflight")
+            .filter(|v| !v.is_null())
+            .map(|_| number("max_inflight", 1, 1))
+            .transpose()?,
     })
 }
 

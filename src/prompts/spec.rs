@@ -36,6 +36,8 @@ pub struct Prompt {
     pub params: Map<String, Value>,
     /// `[cache]`: how long the task's answers serve again (off by default).
     pub cache: CachePolicy,
+    /// Requests of this task in flight at once on this replica (contract 8).
+    pub max_inflight: Option<u32>,
     /// Declared variables, by name.
     pub variables: BTreeMap<String, Variable>,
     /// The file's text, as saved.
@@ -90,6 +92,7 @@ struct PromptFile {
     deadline_ms: Option<u64>,
     min_remaining_ms: Option<u64>,
     model: Option<String>,
+    max_inflight: Option<u32>,
     #[serde(default)]
     params: Map<String, Value>,
     #[serde(default)]
@@ -154,6 +157,7 @@ impl Prompt {
             model: file.model,
             params: file.params,
             cache: file.cache,
+            max_inflight: file.max_inflight,
             variables: file.variables,
             source: source.to_owned(),
             etag: etag(source),
@@ -269,6 +273,9 @@ fn check_fields(file: &PromptFile) -> Result<(), PromptError> {
     };
     if file.deadline_ms == Some(0) {
         return Err(field("deadline_ms must be greater than 0".into()));
+    }
+    if file.max_inflight == Some(0) {
+        return Err(field("max_inflight must be at least 1".into()));
     }
     if let (Some(deadline), Some(remaining)) = (file.deadline_ms, file.min_remaining_ms)
         && remaining >= deadline

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::task_call;
 use crate::cache::CacheControl;
-use crate::completion::CompletionRoute;
+use crate::completion::{CompletionRoute, Slots};
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
@@ -40,18 +40,26 @@ impl RunTask for RunsTasks {
                 retryable: error.retryable(),
                 retry_after: error.retry_after(),
             };
-            let slot = Arc::clone(&app.upstreams.inflight)
-                .acquire_owned()
-                .await
-                .map_err(|_| failed(ApiError::UpstreamFailed("the gateway is stopping".into())))?;
             let timeout = job.request.timeout_ms.map(std::time::Duration::from_millis);
             let variables = job.request.variables.clone();
             let mut call = task_call(&app, reply, Instant::now(), timeout, None, variables)
                 .await
                 .map_err(failed)?;
             call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
+            // The task's slot, then an in-flight one, however long they take.
+            let stopping = || failed(ApiError::UpstreamFailed("the gateway is stopping".into()));
+            let task = match super::task_bulkhead(&app, &call) {
+                Some(bulkhead) => Some(bulkhead.enter().await.ok_or_else(stopping)?),
+                None => None,
+            };
+            let inflight = Arc::clone(&app.upstreams.inflight)
+                .acquire_owned()
+                .await
+                .map_err(|_| stopping())?;
+            // Its deadline starts once it has them.
+            call.arrived = Instant::now();
             let mut run = call.job(&app.config);
-            run.slot = Some(slot);
+            run.slot = Some(Slots { inflight, task });
             run.job_id = Some(job.id.clone());
             let progress = super::progress(&app, &call, run, LateWord::default());
             match relay::outcome(progress).await {

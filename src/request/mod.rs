@@ -21,6 +21,7 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::bulkhead::Bulkhead;
 use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
 use crate::completion::{Completion, Job, Progress};
@@ -83,6 +84,7 @@ impl Call {
             route: self.reply.route.clone(),
             answer_limit: assembled.then_some(config.max_answer_bytes),
             slot: None,
+            task_bulkhead: None,
             job_id: None,
             model: self.reply.model.clone(),
         }
@@ -95,9 +97,10 @@ impl Call {
 pub fn progress(
     app: &AppState,
     call: &Call,
-    job: Job,
+    mut job: Job,
     seen: LateWord,
 ) -> Either<Completion, BoxStream<'static, Progress>> {
+    job.task_bulkhead = task_bulkhead(app, call);
     let upstreams = app.upstreams.clone();
     let run = move || Completion::new(upstreams, job);
     match (&call.cache_key, call.prompt.as_deref()) {
@@ -115,6 +118,12 @@ pub fn progress(
         )),
         _ => Either::Left(run()),
     }
+}
+
+/// The bulkhead of `call`'s task, if its prompt sets `max_inflight`.
+pub fn task_bulkhead(app: &AppState, call: &Call) -> Option<Bulkhead> {
+    let prompt = call.prompt.as_deref()?;
+    Some(app.tasks.of(&prompt.name, prompt.max_inflight?))
 }
 
 /// Completes `call` and answers; `note` gathers what the request's log line adds.

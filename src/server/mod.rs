@@ -40,14 +40,16 @@ pub async fn serve(
         });
     if let Some(clients) = state.clients.clone() {
         // As often as the prompts folder is looked at: an edit is live within 2 s.
-        state.background.every(state.config.prompt_reload, None, move || {
-            let clients = clients.clone();
-            async move {
-                // File reads block; keep them off the async workers.
-                let _ = tokio::task::spawn_blocking(move || clients.refresh()).await;
-                Continue::Yes
-            }
-        });
+        state
+            .background
+            .every(state.config.prompt_reload, None, move || {
+                let clients = clients.clone();
+                async move {
+                    // File reads block; keep them off the async workers.
+                    let _ = tokio::task::spawn_blocking(move || clients.refresh()).await;
+                    Continue::Yes
+                }
+            });
     }
     let runs = std::sync::Arc::new(crate::request::job_run::RunsTasks(state.clone()));
     state.jobs.start(runs, &state.background);

@@ -173,6 +173,17 @@ impl UpstreamOrder {
         })
     }
 
+    /// The next attempt goes to upstream `index` (one of the order's), which had
+    /// the first free slot.
+    pub fn go_to(&mut self, index: usize) {
+        if let Some(position) = self.order.iter().position(|i| *i == index)
+            && position != self.position
+        {
+            self.position = position;
+            self.streak = 0;
+        }
+    }
+
     /// The next attempt goes to `next`.
     pub fn move_to(&mut self, next: Next) {
         if next.position != self.position {

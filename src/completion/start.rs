@@ -1,0 +1,205 @@
+//! Starting an attempt: the slots the request needs first (an in-flight one and
+//! its task's), the upstream it goes to (one with a free slot, if upstreams have
+//! a `max_inflight`), and that upstream's breaker's admission.
+
+use futures_util::future::BoxFuture;
+use tokio::time::{Instant, timeout_at};
+
+use super::answer::Answer;
+use super::attempt::{Attempt, Timers};
+use super::{Completion, Phase, Progress, QueueWait, Slots};
+use crate::breaker::Admission;
+use crate::bulkhead::Slot;
+use crate::error::ApiError;
+use crate::upstream::order::UpstreamOrder;
+
+impl Completion {
+    /// The slots the request needs if they are free now: the task's first, then
+    /// an in-flight one; else the task's slot if it was taken.
+    pub(super) fn try_slots(&self) -> Result<Slots, Option<Slot>> {
+        let task = match &self.job.task_bulkhead {
+            None => None,
+            Some(bulkhead) => Some(bulkhead.try_enter().ok_or(None)?),
+        };
+        match self.shared.inflight.clone().try_acquire_owned() {
+            Ok(inflight) => Ok(Slots { inflight, task }),
+            Err(_) => Err(task),
+        }
+    }
+
+    /// The wait for the slots the request lacks (oldest first), bounded by the
+    /// queue timeout and the deadline.
+    pub(super) fn queue_wait(&self, task: Option<Slot>) -> QueueWait {
+        let limit = (Instant::now() + self.shared.queue_timeout).min(self.job.deadline.at);
+        let (bulkhead, inflight) = (self.job.task_bulkhead.clone(), self.shared.inflight.clone());
+        let (deadline, retry_after) = (self.job.deadline.at, self.shared.queue_timeout);
+        let refusal = move || match limit == deadline {
+            true => ApiError::DeadlineExceeded,
+            false => ApiError::Overloaded { retry_after },
+        };
+        Box::pin(async move {
+            let task = match (task, bulkhead) {
+                (Some(slot), _) => Some(slot),
+                (None, Some(bulkhead)) => match timeout_at(limit, bulkhead.enter()).await {
+                    Ok(Some(slot)) => Some(slot),
+                    _ => {
+                        bulkhead.refused();
+                        return Err(refusal());
+                    }
+                },
+                (None, None) => None,
+            };
+            match timeout_at(limit, inflight.acquire_owned()).await {
+                Ok(Ok(inflight)) => Ok(Slots { inflight, task }),
+                _ => Err(refusal()),
+            }
+        })
+    }
+
+    /// Starts the next attempt; `None` when it must first wait for an upstream's
+    /// slot (the phase is then that wait).
+    pub(super) fn start_attempt(&mut self) -> Option<Progress> {
+        let now = Instant::now();
+        if self.order.is_none() {
+            let candidates = self.shared.candidates(now);
+            self.order = UpstreamOrder::start(&candidates, rand::random::<f64>());
+        }
+        if self.upstream_slot.is_none()
+            && let Err(full) = self.take_upstream_slot(now)
+        {
+            self.phase = Phase::UpstreamFull(self.upstream_wait(full));
+            return None;
+        }
+        Some(self.start_admitted(now))
+    }
+
+    /// A slot on the current upstream if it has a `max_inflight`; when it is
+    /// full, the order moves on to the next usable upstream with room (no
+    /// attempt, no retry). `Err` with the usable upstreams, every one full.
+    fn take_upstream_slot(&mut self, now: Instant) -> Result<(), Vec<usize>> {
+        let shared = &self.shared;
+        let Some(order) = self.order.as_mut() else {
+            return Ok(());
+        };
+        let mut full = Vec::new();
+        for _ in 0..shared.upstreams.len() {
+            let index = order.current();
+            let Some(bulkhead) = &shared.guards[index].bulkhead else {
+                return Ok(());
+            };
+            if let Some(slot) = bulkhead.try_enter() {
+                self.upstream_slot = Some((index, slot));
+                return Ok(());
+            }
+            full.push(index);
+            let next = order.next(true, |i| !full.contains(&i) && shared.usable(i, now));
+            match next {
+                Some(next) => order.move_to(next),
+                None => break,
+            }
+        }
+        Err(full)
+    }
+
+    /// The wait for the first slot any of the `full` upstreams frees, within the
+    /// deadline (`504` past it).
+    fn upstream_wait(
+        &self,
+        full: Vec<usize>,
+    ) -> BoxFuture<'static, Result<(usize, Slot), ApiError>> {
+        self.shared.metrics.limit_wait("upstream");
+        let waits: Vec<_> = full
+            .into_iter()
+            .filter_map(|index| {
+                let bulkhead = self.shared.guards[index].bulkhead.clone()?;
+                Some(Box::pin(async move { (index, bulkhead.wait().await) }))
+            })
+            .collect();
+        let (deadline, metrics) = (self.job.deadline.at, self.shared.metrics.clone());
+        Box::pin(async move {
+            if waits.is_empty() {
+                return Err(ApiError::DeadlineExceeded);
+            }
+            match timeout_at(deadline, futures_util::future::select_all(waits)).await {
+                Ok(((index, Some(slot)), _, _)) => Ok((index, slot)),
+                _ => {
+                    metrics.limit_rejection("upstream");
+                    Err(ApiError::DeadlineExceeded)
+                }
+            }
+        })
+    }
+
+    fn start_admitted(&mut self, now: Instant) -> Progress {
+        let admitted = self.admit(now);
+        // `admit` moves on when a half-open breaker's probe was taken meanwhile:
+        // the slot must be the new upstream's (if it has none free, this one
+        // attempt goes over its `max_inflight`: a race of two probes, rare).
+        if let (Some(order), Some((index, _))) = (&self.order, &self.upstream_slot)
+            && order.current() != *index
+        {
+            let current = order.current();
+            let bulkhead = self.shared.guards[current].bulkhead.as_ref();
+            self.upstream_slot = bulkhead
+                .and_then(|b| b.try_enter())
+                .map(|slot| (current, slot));
+        }
+        let Some(probe) = admitted else {
+            // No upstream for this attempt: a retry ends with the failure that
+            // asked for it; a first attempt with every breaker open.
+            let refused = match self.last_failure.take() {
+                Some((failure, classified)) => {
+                    let hint = self.job.policy.backoff(self.attempt);
+                    failure.into_error(classified, self.attempt, hint)
+                }
+                None => self.all_open(now),
+            };
+            return self.on_refused(refused);
+        };
+        self.probe = probe;
+        let Some(order) = self.order.as_mut() else {
+            return self.on_refused(self.all_open(now));
+        };
+        if order.enter() {
+            self.shared.first_attempt(order.current(), now);
+        }
+        self.attempt += 1;
+        self.answer = Answer::new(self.job.answer_limit);
+        let upstream = self.shared.upstreams[order.current()].clone();
+        let body = upstream.body_for(&self.job.body, &self.job.model);
+        let timers = Timers::new(self.shared.timeouts, self.job.deadline);
+        let open = Attempt::open(upstream, body, timers, self.job.answer_limit.is_some());
+        self.phase = Phase::Connecting(Box::pin(open));
+        Progress::Attempt(self.attempt)
+    }
+
+    /// Asks the current upstream's breaker to admit the attempt: whether it is the
+    /// half-open probe, or `None` when no upstream admits it. A half-open breaker
+    /// admits one probe, and another request may have taken it since this one
+    /// chose; another upstream is taken instead only if this request has not called
+    /// it yet (an immediate fallback, a first attempt for its budget).
+    fn admit(&mut self, now: Instant) -> Option<bool> {
+        let order = self.order.as_mut()?;
+        for _ in 0..self.shared.upstreams.len() {
+            match self.shared.admit(order.current(), now) {
+                Admission::Pass => return Some(false),
+                Admission::Probe => return Some(true),
+                Admission::Refused => {
+                    let next = order.next(true, |index| self.shared.usable(index, now));
+                    match next {
+                        Some(next) if next.upstream.untried => order.move_to(next),
+                        _ => return None,
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// No upstream can be called: every breaker is open (or probing).
+    fn all_open(&self, now: Instant) -> ApiError {
+        ApiError::UpstreamBusy {
+            retry_after: self.shared.opens_again_in(now),
+        }
+    }
+}
