@@ -203,6 +203,25 @@ mod tests {
     }
 
     #[test]
+    fn an_upstreams_max_inflight_is_a_whole_number_of_at_least_one() {
+        let one = |extra: Value| {
+            let mut entry = json!({"name": "a", "url": "http://a.example/v1"});
+            entry
+                .as_object_mut()
+                .expect("an object")
+                .extend(extra.as_object().cloned().unwrap_or_default());
+            json!([entry])
+        };
+        let list = parse(&one(json!({"max_inflight": 8}))).expect("valid");
+        assert_eq!(list[0].max_inflight, Some(8));
+        assert_eq!(parse(&one(json!({}))).expect("valid")[0].max_inflight, None);
+        for bad in [json!(0), json!(1.5), json!("8")] {
+            let problem = problem(one(json!({"max_inflight": bad})));
+            assert!(problem.contains("`max_inflight`"), "{problem}");
+        }
+    }
+
+    #[test]
     fn entries_take_their_defaults() {
         let list = parse(&json!([
             {"name": "zhipu", "url": "https://a.example/v1", "api_key": "sk-a"},

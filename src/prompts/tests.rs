@@ -33,6 +33,21 @@ fn the_shipped_prompts_parse_and_render_with_their_defaults() {
 }
 
 #[test]
+fn a_tasks_max_inflight_is_at_least_one() {
+    let with = |limit: &str| {
+        format!("output = \"text\"\nmax_inflight = {limit}\n[messages]\nuser = \"hi\"\n")
+    };
+    let prompt = Prompt::parse("t", &with("3")).expect("valid");
+    assert_eq!(prompt.max_inflight, Some(3));
+    for bad in ["0", "-1", "1.5"] {
+        assert!(
+            Prompt::parse("t", &with(bad)).is_err(),
+            "max_inflight = {bad}"
+        );
+    }
+}
+
+#[test]
 fn toml_errors_carry_line_and_column() {
     let text = "output = \"recipe\"\n[messages]\nuser = \"hi\"\nbroken = = 1\n";
     let error = Prompt::parse("x", text).expect_err("invalid TOML");

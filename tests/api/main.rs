@@ -5,6 +5,7 @@ mod admin;
 mod bounds;
 mod breakers;
 mod browser;
+mod bulkheads;
 mod cache;
 mod chat;
 mod cli;
