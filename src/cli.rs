@@ -109,7 +109,8 @@ fn new_key(name: &str) -> ExitCode {
     );
     let digest = sha2::Sha256::digest(key.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    println!(
+    let _ = writeln!(
+        std::io::stdout(),
         "A new client key for `{name}` (shown this once; ladle keeps only its SHA-256):\n\n  \
          {key}\n\nAdd these lines to the file LADLE_CLIENT_KEYS_FILE names (an edit is live \
          within 2 s):\n\n[[keys]]\nname = \"{name}\"\nsha256 = \"{hex}\"\n"

@@ -59,12 +59,20 @@ impl Client {
     }
 }
 
+/// The last look at the keys file.
+#[derive(Default)]
+struct Seen {
+    /// Its modification time and size, to skip an unchanged file.
+    stamp: Option<(SystemTime, u64)>,
+    /// What is wrong with it, while the live keys are an older file's.
+    problem: Option<String>,
+}
+
 /// The live keys and what they share.
 pub struct Clients {
     path: PathBuf,
     live: RwLock<Vec<Arc<Client>>>,
-    /// The last look at the file: its time and size, and what was wrong with it.
-    seen: Mutex<(Option<(SystemTime, u64)>, Option<String>)>,
+    seen: Mutex<Seen>,
     bulkheads: Bulkheads,
     metrics: Metrics,
 }
@@ -78,7 +86,10 @@ impl Clients {
         let clients = Clients {
             path: path.to_owned(),
             live: RwLock::default(),
-            seen: Mutex::new((Some(stamp), None)),
+            seen: Mutex::new(Seen {
+                stamp: Some(stamp),
+                problem: None,
+            }),
             bulkheads: Bulkheads::new("client", metrics.clone()),
             metrics,
         };
@@ -92,7 +103,7 @@ impl Clients {
         let stamp = std::fs::metadata(&self.path)
             .ok()
             .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
-        if stamp.is_some() && stamp == lock(&self.seen).0 {
+        if stamp.is_some() && stamp == lock(&self.seen).stamp {
             return;
         }
         let read = read(&self.path).and_then(|(stamp, text)| Ok((stamp, KeySet::parse(&text)?)));
@@ -101,21 +112,27 @@ impl Clients {
             Ok((stamp, set)) => {
                 let count = set.keys.len();
                 self.install(set);
-                *seen = (Some(stamp), None);
+                *seen = Seen {
+                    stamp: Some(stamp),
+                    problem: None,
+                };
                 tracing::info!(keys = count, "client keys reloaded");
             }
             Err(why) => {
-                if seen.1.as_deref() != Some(why.as_str()) {
+                if seen.problem.as_deref() != Some(why.as_str()) {
                     tracing::warn!(problem = %why, "client keys file is broken; the last good keys stay");
                 }
-                *seen = (stamp, Some(why));
+                *seen = Seen {
+                    stamp,
+                    problem: Some(why),
+                };
             }
         }
     }
 
     /// What is wrong with the file on disk, if the live keys are an older one's.
     pub fn broken(&self) -> Option<String> {
-        lock(&self.seen).1.clone()
+        lock(&self.seen).problem.clone()
     }
 
     /// The client whose key `authorization` carries (`Bearer <key>`), or `401`.

@@ -39,6 +39,14 @@ pub struct Metrics {
     inner: Arc<Inner>,
 }
 
+/// One `ladle_requests_total` series (an empty client when keys are off).
+struct RequestSeries {
+    route: Box<str>,
+    code: u16,
+    client: Box<str>,
+    counter: Counter,
+}
+
 struct Inner {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
@@ -48,7 +56,7 @@ struct Inner {
     retries: Vec<(&'static str, Counter)>,
     /// `ladle_requests_total` handles by route and status, made on first use: a
     /// lookup here costs no allocation, registering a key costs three.
-    requests: Mutex<Vec<(Box<str>, u16, Box<str>, Counter)>>,
+    requests: Mutex<Vec<RequestSeries>>,
     duration: Histogram,
     first_output: Histogram,
     inflight: Gauge,
@@ -292,12 +300,17 @@ impl Metrics {
         let client = client.unwrap_or_default();
         let found = known
             .iter()
-            .find(|(r, s, c, _)| *s == status && **r == *route && **c == *client);
-        if let Some((_, _, _, counter)) = found {
-            return counter.clone();
+            .find(|s| s.code == status && *s.route == *route && *s.client == *client);
+        if let Some(series) = found {
+            return series.counter.clone();
         }
         let counter = register();
-        known.push((route.into(), status, client.into(), counter.clone()));
+        known.push(RequestSeries {
+            route: route.into(),
+            code: status,
+            client: client.into(),
+            counter: counter.clone(),
+        });
         counter
     }
 
