@@ -67,6 +67,7 @@ pub async fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
         chunks: 1,
         gap_ms: 0,
         keyed: false,
+        bearer: None,
     };
     let chat = format!("http://{}/v1/chat/completions", ladle.addr);
     load::run(

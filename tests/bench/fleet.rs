@@ -115,6 +115,7 @@ pub async fn run(
             chunks: 1,
             gap_ms: 0,
             keyed,
+            bearer: None,
         };
         let mut runs: [Vec<FleetRow>; 2] = Default::default();
         for fleet in &fleets {

@@ -25,6 +25,8 @@ pub struct Load {
     pub gap_ms: u64,
     /// Whether each request carries an `Idempotency-Key` of its own (so each runs).
     pub keyed: bool,
+    /// A client key to send (`Authorization: Bearer …`).
+    pub bearer: Option<&'static str>,
 }
 
 /// What one run measured.
@@ -93,7 +95,8 @@ pub async fn run(client: &reqwest::Client, urls: &[String], load: Load) -> Sampl
                         break;
                     }
                     let key = load.keyed.then(|| format!("bench-{run_id}-{n}"));
-                    match one(&client, &urls[n % urls.len()], body.clone(), key).await {
+                    let url = &urls[n % urls.len()];
+                    match one(&client, url, body.clone(), key, load.bearer).await {
                         Some(timing) => timings.push(timing),
                         None => errors += 1,
                     }
@@ -123,6 +126,7 @@ async fn one(
     url: &str,
     body: Bytes,
     key: Option<String>,
+    bearer: Option<&str>,
 ) -> Option<(f64, f64)> {
     let sent = Instant::now();
     let mut request = client
@@ -131,6 +135,9 @@ async fn one(
         .body(body);
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
+    }
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
     }
     let mut response = request.send().await.ok()?;
     if response.status() != 200 {

@@ -18,7 +18,9 @@
 //!   `LADLE_BENCH_JOBS_ONLY=1` (only the jobs: durable submits into SQLite and
 //!   Redis, the queue's memory, a job's end-to-end time; they otherwise come after
 //!   the fleet), `LADLE_BENCH_CACHE_ONLY=1` (only the answer cache: hits against the
-//!   relay, and the memory of 10,000 kept answers; otherwise last).
+//!   relay, and the memory of 10,000 kept answers; otherwise after the jobs),
+//!   `LADLE_BENCH_KEYS_ONLY=1` (only ladle without and with client keys, side by
+//!   side; otherwise last).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
@@ -26,6 +28,7 @@
 mod cache;
 mod fleet;
 mod jobs;
+mod keys;
 mod load;
 mod micro;
 mod mock;
@@ -105,6 +108,14 @@ fn bench() -> Result<(), String> {
         say(&format!("\n{}", jobs.render()));
         return Ok(());
     }
+    if std::env::var("LADLE_BENCH_KEYS_ONLY").is_ok_and(|v| v == "1") {
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let mock = procs::start_mock()?;
+        let ticks = procs::clock_ticks();
+        let keys = runtime.block_on(keys::run(&mock, scale, rounds, ticks))?;
+        say(&format!("\n{}", keys.render()));
+        return Ok(());
+    }
     if std::env::var("LADLE_BENCH_CACHE_ONLY").is_ok_and(|v| v == "1") {
         let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
         let mock = procs::start_mock()?;
@@ -160,6 +171,8 @@ fn bench() -> Result<(), String> {
     let jobs = runtime.block_on(jobs_run(mock.addr, scale))?;
     say("cache: hits against the relay, the memory of kept answers…");
     let cache = runtime.block_on(cache::run(mock.addr, scale))?;
+    say("keys: ladle without and with client keys…");
+    let keys = runtime.block_on(keys::run(&mock, scale, rounds, ticks))?;
     drop(mock);
 
     let setup = Setup {
@@ -173,7 +186,9 @@ fn bench() -> Result<(), String> {
         + "\n"
         + &jobs.render()
         + "\n"
-        + &cache.render();
+        + &cache.render()
+        + "\n"
+        + &keys.render();
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").to_owned());
@@ -206,6 +221,7 @@ fn drive(args: &[String]) -> Result<(), String> {
         chunks: number(chunks)? as u32,
         gap_ms: number(gap_ms)? as u64,
         keyed: false,
+        bearer: None,
     };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let sample = runtime.block_on(load::run(&load::client(), std::slice::from_ref(url), shape));
@@ -231,6 +247,7 @@ fn loads(scale: f64, gap_ms: u64) -> Vec<(String, Load)> {
             chunks: 1,
             gap_ms: 0,
             keyed: false,
+            bearer: None,
         };
         loads.push((format!("TTFT-only c={concurrency}"), shape));
     }
@@ -241,6 +258,7 @@ fn loads(scale: f64, gap_ms: u64) -> Vec<(String, Load)> {
             chunks: 20,
             gap_ms,
             keyed: false,
+            bearer: None,
         };
         loads.push((format!("20 chunks c={concurrency}"), shape));
     }
