@@ -9,6 +9,7 @@ mod bulkheads;
 mod cache;
 mod chat;
 mod cli;
+mod clients;
 mod drill;
 mod failover;
 mod failures;

@@ -4,6 +4,7 @@
 
 mod budgets;
 mod cache;
+mod clients;
 mod idempotency;
 mod job_store;
 mod jobs;
