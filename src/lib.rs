@@ -27,6 +27,7 @@
 //! - `server`: serving, the accept loop and its limits, the drain on shutdown.
 //! - `state`: `AppState` and its wiring.
 //! - `state_file`: the SQLite state file's handle: one writer thread, group commit.
+//! - `trace`: W3C trace context: the caller's trace passed on, one span per attempt.
 //! - `upstream`: the only HTTP client (reqwest); the order of upstreams, SSE, chunks.
 //!
 //! Invariants (`tests/tidy` checks the mechanical ones): one clock; output state per
@@ -60,6 +61,7 @@ pub mod routes;
 pub mod server;
 pub mod state;
 pub mod state_file;
+pub mod trace;
 pub mod upstream;
 pub mod wall;
 

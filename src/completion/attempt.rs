@@ -17,12 +17,13 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
+use super::phases::Phases;
 pub use crate::config::AttemptTimeouts;
 use crate::failure::{AttemptFailure, FailureKind, Refusal};
 use crate::retry::Deadline;
 use crate::upstream::chunk::{self, Chunk, Parsed};
 use crate::upstream::sse::SseDecoder;
-use crate::upstream::{BodyKind, Upstream};
+use crate::upstream::{BodyKind, Outgoing, Upstream};
 
 /// Longest SSE line, and most data in one SSE event, accepted from an upstream.
 pub const MAX_SSE_SIZE: usize = 1 << 20;
@@ -85,6 +86,14 @@ pub struct Attempt {
     wants_meta: bool,
     output_began: bool,
     finished: bool,
+    phases: Phases,
+}
+
+/// An attempt that failed before its answer could be read: what happened, and
+/// how far it got.
+pub struct OpenFailed {
+    pub failure: AttemptFailure,
+    pub phases: Phases,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,11 +107,12 @@ impl Attempt {
     /// Sends the request and waits for a usable response.
     pub async fn open(
         upstream: Arc<Upstream>,
-        body: Bytes,
+        request: Outgoing,
         timers: Timers,
         wants_meta: bool,
-    ) -> Result<Self, AttemptFailure> {
-        let started = Instant::now();
+    ) -> Result<Self, OpenFailed> {
+        let mut phases = Phases::start(request.dialed.clone());
+        let started = phases.started();
         let idle_until = started + timers.idle;
         let first_output_by = timers.first_output.map(|limit| started + limit);
         let (until, fired) = next_timer(timers.deadline, idle_until, first_output_by);
@@ -110,10 +120,17 @@ impl Attempt {
         let mut timer = Box::pin(sleep_until(until));
         let sent = tokio::select! {
             biased;
-            sent = upstream.send(body) => sent,
-            () = timer.as_mut() => return Err(AttemptFailure::new(fired)),
+            sent = upstream.send(request) => sent,
+            () = timer.as_mut() => Err(fired),
         };
-        let response = sent.map_err(AttemptFailure::new)?;
+        let response = match sent {
+            Ok(response) => response,
+            Err(kind) => {
+                let failure = AttemptFailure::new(kind);
+                return Err(OpenFailed { failure, phases });
+            }
+        };
+        phases.head();
         let mut attempt = Attempt {
             body: response.body,
             decoder: SseDecoder::new(MAX_SSE_SIZE),
@@ -127,13 +144,19 @@ impl Attempt {
             wants_meta,
             output_began: false,
             finished: false,
+            phases,
         };
         if !(200..300).contains(&response.status) {
-            let text = std::future::poll_fn(|cx| attempt.poll_whole(cx, MAX_ERROR_TEXT)).await?;
-            return Err(AttemptFailure {
-                kind: FailureKind::Status(Box::new(refusal(&upstream, response.status, &text))),
-                retry_after: response.retry_after,
-            });
+            let read = std::future::poll_fn(|cx| attempt.poll_whole(cx, MAX_ERROR_TEXT)).await;
+            let failure = match read {
+                Ok(text) => AttemptFailure {
+                    kind: FailureKind::Status(Box::new(refusal(&upstream, response.status, &text))),
+                    retry_after: response.retry_after,
+                },
+                Err(failure) => failure,
+            };
+            let phases = attempt.phases;
+            return Err(OpenFailed { failure, phases });
         }
         if response.kind != BodyKind::EventStream {
             attempt.mode = Mode::Whole;
@@ -144,6 +167,11 @@ impl Attempt {
     /// Whether this attempt has produced output.
     pub fn output_began(&self) -> bool {
         self.output_began
+    }
+
+    /// How far the attempt has got, and when.
+    pub fn phases(&self) -> &Phases {
+        &self.phases
     }
 
     /// The next data chunk; `None` once the stream has properly ended. The one
@@ -175,7 +203,9 @@ impl Attempt {
                     Err(AttemptFailure::new(FailureKind::EndedEarly))
                 });
             };
-            self.idle_until = Instant::now() + self.timers.idle;
+            let now = Instant::now();
+            self.idle_until = now + self.timers.idle;
+            self.phases.event(now);
             if raw.trim_ascii().is_empty() {
                 continue;
             }
@@ -198,7 +228,10 @@ impl Attempt {
     }
 
     fn received(&mut self, raw: Option<Bytes>, chunk: Chunk) -> Received {
-        self.output_began |= chunk.is_output();
+        if !self.output_began && chunk.is_output() {
+            self.output_began = true;
+            self.phases.output();
+        }
         self.finished |= chunk.finish_reason.is_some();
         Received { raw, chunk }
     }
@@ -234,6 +267,7 @@ impl Attempt {
         cx: &mut Context<'_>,
     ) -> Result<Option<Received>, AttemptFailure> {
         let parsed = chunk::parse(&body, true);
+        self.phases.event(Instant::now());
         if parsed.is_err() && looks_like_sse(&body) {
             self.decoder.push(&body);
             self.mode = Mode::Stream;

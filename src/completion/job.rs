@@ -6,6 +6,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::bulkhead::{Bulkhead, Slot};
 use crate::normalize::OutputKind;
 use crate::retry::{Deadline, RetryPolicy};
+use crate::trace::TraceContext;
 
 /// One request to complete.
 pub struct Job {
@@ -34,6 +35,8 @@ pub struct Job {
     pub task_bulkhead: Option<Bulkhead>,
     /// For the log line: the job this is a run of.
     pub job_id: Option<String>,
+    /// The request's trace, passed on to every attempt.
+    pub trace: TraceContext,
 }
 
 /// What a request holds while it runs: one of `LADLE_MAX_INFLIGHT`'s slots and,

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::phases::Phases;
 use super::{Completion, Phase};
 use crate::failure::{FailureKind, Outcome};
 
@@ -18,8 +19,9 @@ impl Completion {
     }
 
     /// One line per attempt: what happened (`outcome`; for a failure its `reason`
-    /// and `detail`) and what the loop does next (`decision` = `retry` after
-    /// `wait_ms`, or `stop`).
+    /// and `detail`), what the loop does next (`decision` = `retry` after
+    /// `wait_ms`, or `stop`), and where its time went (the phases, also observed
+    /// in `ladle_upstream_phase_seconds`).
     pub(super) fn log_attempt(
         &self,
         outcome: Outcome,
@@ -36,8 +38,17 @@ impl Completion {
             None => (None, None),
         };
         let upstream = self.upstream().map(|u| u.name.as_str());
+        let phases = match &self.phase {
+            Phase::Streaming(attempt) => Some(attempt.phases()),
+            _ => self.failed_open.as_ref(),
+        };
+        if let (Some(phases), Some(upstream)) = (phases, upstream) {
+            phases.record(&self.shared.metrics, upstream);
+        }
+        let at = phases.map(Phases::millis).unwrap_or_default();
         tracing::info!(
             request_id = %self.job.request_id,
+            trace_id = %self.job.trace.id(),
             route = self.job.route.path(),
             task = self.job.route.task(),
             upstream,
@@ -49,6 +60,11 @@ impl Completion {
             reason,
             detail,
             throttled = throttled.then_some(true),
+            connect_ms = at.connect_ms,
+            head_ms = at.head_ms,
+            first_event_ms = at.first_event_ms,
+            first_output_ms = at.first_output_ms,
+            reused = at.reused,
             "attempt ended"
         );
     }
@@ -58,6 +74,7 @@ impl Completion {
     pub(super) fn log_request(&self, outcome: &str) {
         tracing::info!(
             request_id = %self.job.request_id,
+            trace_id = %self.job.trace.id(),
             route = self.job.route.path(),
             task = self.job.route.task(),
             attempt = self.attempt,

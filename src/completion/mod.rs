@@ -13,6 +13,7 @@ pub mod attempt;
 mod failed;
 mod job;
 mod log;
+mod phases;
 mod progress;
 mod shared;
 mod start;
@@ -32,7 +33,8 @@ use futures_util::future::BoxFuture;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use self::answer::Answer;
-use self::attempt::{Attempt, Received};
+use self::attempt::{Attempt, OpenFailed, Received};
+use self::phases::Phases;
 use crate::breaker::Counted;
 use crate::bulkhead::Slot;
 use crate::error::ApiError;
@@ -54,7 +56,7 @@ enum Phase {
     /// any of them frees, within the deadline.
     UpstreamFull(BoxFuture<'static, Result<(usize, Slot), ApiError>>),
     /// Sending the request, until the response head is in (or the attempt failed).
-    Connecting(BoxFuture<'static, Result<Attempt, AttemptFailure>>),
+    Connecting(BoxFuture<'static, Result<Attempt, OpenFailed>>),
     /// Reading the attempt's answer.
     Streaming(Box<Attempt>),
     /// Backing off: since when, and until when (the timer is `Completion::sleep`).
@@ -83,6 +85,8 @@ pub struct Completion {
     /// has a `max_inflight`; given back when the attempt ends.
     upstream_slot: Option<(usize, Slot)>,
     answer: Answer,
+    /// How far the current attempt got, when it failed before its answer.
+    failed_open: Option<Phases>,
     first_output_seen: bool,
     /// The back-off timer, made at the first back-off and reset for later ones.
     sleep: Option<Pin<Box<Sleep>>>,
@@ -112,6 +116,7 @@ impl Completion {
             attempt: 0,
             permit,
             upstream_slot: None,
+            failed_open: None,
             first_output_seen: false,
             sleep: None,
             queued: Duration::ZERO,
@@ -234,6 +239,7 @@ impl Stream for Completion {
                             acquired
                         }
                     };
+                    this.shared.metrics.queue_wait(this.queued);
                     match permit {
                         Ok(permit) => {
                             this.permit = Some(permit);
@@ -258,7 +264,10 @@ impl Stream for Completion {
                 },
                 Phase::Connecting(open) => match ready!(open.as_mut().poll(cx)) {
                     Ok(attempt) => this.phase = Phase::Streaming(Box::new(attempt)),
-                    Err(failure) => break this.on_failure(failure),
+                    Err(failed) => {
+                        this.failed_open = Some(failed.phases);
+                        break this.on_failure(failed.failure);
+                    }
                 },
                 Phase::Streaming(attempt) => {
                     let read = ready!(attempt.poll_next(cx));

@@ -2,6 +2,8 @@
 //! its task's), the upstream it goes to (one with a free slot, if upstreams have
 //! a `max_inflight`), and that upstream's breaker's admission.
 
+use std::sync::Arc;
+
 use futures_util::future::BoxFuture;
 use tokio::time::{Instant, timeout_at};
 
@@ -11,6 +13,7 @@ use super::{Completion, Phase, Progress, QueueWait, Slots};
 use crate::breaker::Admission;
 use crate::bulkhead::Slot;
 use crate::error::ApiError;
+use crate::upstream::Outgoing;
 use crate::upstream::order::UpstreamOrder;
 
 impl Completion {
@@ -166,9 +169,15 @@ impl Completion {
         self.attempt += 1;
         self.answer = Answer::new(self.job.answer_limit);
         let upstream = self.shared.upstreams[order.current()].clone();
-        let body = upstream.body_for(&self.job.body, &self.job.model);
+        let request = Outgoing {
+            body: upstream.body_for(&self.job.body, &self.job.model),
+            traceparent: self.job.trace.for_attempt(),
+            tracestate: self.job.trace.state().cloned(),
+            dialed: Arc::default(),
+        };
         let timers = Timers::new(self.shared.timeouts, self.job.deadline);
-        let open = Attempt::open(upstream, body, timers, self.job.answer_limit.is_some());
+        self.failed_open = None;
+        let open = Attempt::open(upstream, request, timers, self.job.answer_limit.is_some());
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)
     }

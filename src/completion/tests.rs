@@ -22,7 +22,8 @@ use crate::failure::BusyKeywords;
 use crate::failure::FailureKind;
 use crate::ops::metrics::Metrics;
 use crate::retry::{Deadline, RetryPolicy};
-use crate::upstream::{BodyKind, Transport, Upstream, UpstreamResponse};
+use crate::trace::TraceContext;
+use crate::upstream::{BodyKind, Outgoing, Transport, Upstream, UpstreamResponse};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -42,7 +43,7 @@ struct Scripted {
 }
 
 impl Transport for Scripted {
-    fn send(&self, _body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>> {
+    fn send(&self, _request: Outgoing) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>> {
         self.sent.lock().expect("lock").push(Instant::now());
         let fake = self.answers.lock().expect("lock").pop_front();
         Box::pin(async move {
@@ -137,6 +138,7 @@ async fn run(
         task_bulkhead: None,
         job_id: None,
         model: "m".into(),
+        trace: TraceContext::start(),
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(shared), job)
         .into_stream()

@@ -31,6 +31,7 @@ pub fn load(src: &Sources<'_>, lease: Duration) -> Result<JobSettings, ConfigErr
         ttl: src.get::<Millis>("LADLE_JOB_TTL_MS")?.0,
         lease,
         tick: Duration::from_millis(100),
+        account_every: Duration::from_secs(1),
     };
     for (key, value) in [
         ("LADLE_JOB_CONCURRENCY", runner.concurrency as u64),

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use crate::ops::request_id::RequestId;
+use crate::trace::TraceId;
 
 /// The contract error code a response carries, set where errors are rendered and
 /// read by the request observer for its log line.
@@ -65,6 +66,7 @@ impl IntoResponse for ApiError {
 pub fn render_error(
     mut response: Response,
     request_id: &RequestId,
+    trace_id: TraceId,
     completion_route: bool,
 ) -> Response {
     let Some(error) = response.extensions_mut().remove::<ApiError>() else {
@@ -74,7 +76,13 @@ pub fn render_error(
         let should_retry = error.should_retry(0);
         response.headers_mut().insert(SHOULD_RETRY, should_retry);
     }
-    tracing::debug!(request_id = %request_id, code = error.code(), message = %error, "request failed");
+    tracing::debug!(
+        request_id = %request_id,
+        trace_id = %trace_id,
+        code = error.code(),
+        message = %error,
+        "request failed"
+    );
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(
         header::CONTENT_TYPE,

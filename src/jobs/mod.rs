@@ -62,6 +62,8 @@ pub struct Counts {
     pub running: u64,
     /// Jobs waiting for their next run.
     pub retry_wait: u64,
+    /// When the oldest queued job was created (Unix milliseconds).
+    pub oldest_queued: Option<u64>,
 }
 
 /// A status change, for its log line and metrics.

@@ -41,14 +41,15 @@ pub struct RunnerSettings {
     pub lease: Duration,
     /// How often the store is looked at for new work and canceled runs.
     pub tick: Duration,
+    /// How often the gauges (`ladle_jobs`, the queue's age) are counted and
+    /// finished jobs past their time forgotten.
+    pub account_every: Duration,
 }
 
 /// How often an idle replica (no unfinished job anywhere, no run here) looks at
 /// the store: a submit here wakes it at once, and one on another replica is
 /// seen within this.
 const IDLE_TICK: Duration = Duration::from_secs(1);
-/// How often the gauges are counted and finished jobs past their time forgotten.
-const ACCOUNT_EVERY: Duration = Duration::from_secs(1);
 
 /// The runner's handle: what the API needs of it.
 #[derive(Clone)]
@@ -108,7 +109,7 @@ impl Runner {
             loop {
                 round(&shared, &owner, &stopping).await;
                 // Counting and forgetting need not be as prompt as claiming.
-                if accounted.is_none_or(|at| at.elapsed() >= ACCOUNT_EVERY) {
+                if accounted.is_none_or(|at| at.elapsed() >= shared.settings.account_every) {
                     idle = account(&shared).await && lock(&shared.running).is_empty();
                     accounted = Some(tokio::time::Instant::now());
                 }
@@ -208,6 +209,10 @@ async fn account(shared: &Shared) -> bool {
     };
     let metrics = &shared.metrics;
     metrics.job_counts(counts.queued, counts.running, counts.retry_wait);
+    let age = counts
+        .oldest_queued
+        .map(|at| unix_millis().saturating_sub(at));
+    metrics.job_queue_age(Duration::from_millis(age.unwrap_or(0)));
     counts.queued + counts.running + counts.retry_wait == 0
 }
 

@@ -38,6 +38,7 @@ use crate::clients::gate::{Caller, HeldUntilEnd};
 use crate::completion::CompletionRoute;
 use crate::error::{ApiError, ErrorCode};
 use crate::server::connection::Connection;
+use crate::trace::{TraceContext, TraceId};
 
 /// What a completion route adds to its request's log line: the effective deadline,
 /// and with an `Idempotency-Key` the key and what it led to.
@@ -129,6 +130,9 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         let arrived = Instant::now();
         request.extensions_mut().insert(Arrival(arrived));
+        let trace = TraceContext::from_headers(request.headers());
+        let trace_id = trace.id();
+        request.extensions_mut().insert(trace);
         let connection = request.extensions().get::<Arc<Connection>>().cloned();
         if let Some(connection) = &connection {
             connection.request_began();
@@ -138,6 +142,7 @@ where
             metrics: self.layer.metrics.clone(),
             route: request.extensions().get::<MatchedPath>().cloned(),
             request_id: RequestId::of(&request),
+            trace_id,
             method: request.method().clone(),
             arrived,
             clients: self.layer.clients,
@@ -179,6 +184,8 @@ struct Seen {
     /// The matched route (a shared string); `None` is counted as "unmatched".
     route: Option<MatchedPath>,
     request_id: RequestId,
+    /// The request's trace (the caller's, or one started here).
+    trace_id: TraceId,
     method: Method,
     arrived: Instant,
     /// Whether client keys are on.
@@ -202,7 +209,8 @@ where
             .route
             .as_ref()
             .is_some_and(|route| CompletionRoute::is_pattern(route.as_str()));
-        let mut response = crate::error::render_error(response, &seen.request_id, completion_route);
+        let mut response =
+            crate::error::render_error(response, &seen.request_id, seen.trace_id, completion_route);
         let note = response.extensions_mut().remove::<CompletionNote>();
         // A stream's connection is dropped if the stream outlives its deadline,
         // however slowly its client reads.
@@ -317,6 +325,7 @@ impl Drop for Record {
         };
         tracing::info!(
             request_id = %seen.request_id,
+            trace_id = %seen.trace_id,
             route,
             method = %seen.method,
             status = self.status,

@@ -33,6 +33,7 @@ use crate::prompts::Prompt;
 use crate::relay::Reply;
 use crate::retry::{Deadline, RetryPolicy};
 use crate::state::AppState;
+use crate::trace::TraceContext;
 
 /// What a completion route extracted: everything the request needs from here on.
 pub struct Call {
@@ -55,6 +56,8 @@ pub struct Call {
     /// The client key's name (`""` without client keys): its idempotency keys
     /// are its own.
     pub client: String,
+    /// The request's trace (a job's run starts one of its own).
+    pub trace: TraceContext,
 }
 
 impl Call {
@@ -87,6 +90,7 @@ impl Call {
             task_bulkhead: None,
             job_id: None,
             model: self.reply.model.clone(),
+            trace: self.trace.clone(),
         }
     }
 }

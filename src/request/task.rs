@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::prompts::render;
 use crate::relay::Reply;
 use crate::state::AppState;
+use crate::trace::TraceContext;
 
 /// The task `reply.route` names, with `variables`, as a `Call` arriving at
 /// `arrived`; `key` is its idempotency key, if any.
@@ -60,5 +61,6 @@ pub async fn task_call(
         cache_key,
         cache_control: CacheControl::default(),
         client: String::new(),
+        trace: TraceContext::start(),
     })
 }

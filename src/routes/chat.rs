@@ -99,5 +99,6 @@ fn chat_call(
         cache_key: None,
         cache_control: CacheControl::default(),
         client: headers.client,
+        trace: headers.trace,
     })
 }

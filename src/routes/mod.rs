@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::ops::observe::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
 pub use crate::request::body::json;
+use crate::trace::TraceContext;
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.
@@ -73,6 +74,8 @@ pub struct CompletionHeaders {
     pub key: Option<String>,
     /// The client key's name (`""` without client keys).
     pub client: String,
+    /// The caller's trace (or the one the observer started).
+    pub trace: TraceContext,
 }
 
 /// The caller's client key name (`""` without client keys): jobs and
@@ -95,10 +98,12 @@ impl<S: Send + Sync> FromRequestParts<S> for CompletionHeaders {
         let CallerTimeout(timeout) = CallerTimeout::from_request_parts(parts, state).await?;
         let IdempotencyKey(key) = IdempotencyKey::from_request_parts(parts, state).await?;
         let Ok(ClientName(client)) = ClientName::from_request_parts(parts, state).await;
+        let Ok(trace) = TraceContext::from_request_parts(parts, state).await;
         Ok(CompletionHeaders {
             timeout,
             key,
             client,
+            trace,
         })
     }
 }

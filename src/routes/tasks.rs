@@ -116,7 +116,7 @@ pub async fn run(
         model: String::new(),
         keep_alive: None,
     };
-    let client = headers.client;
+    let (client, trace) = (headers.client, headers.trace);
     let called = task_call(
         &app,
         reply,
@@ -129,6 +129,7 @@ pub async fn run(
         Ok(mut call) => {
             call.cache_control = CacheControl::parse(submission.cache_control.as_deref());
             call.client = client;
+            call.trace = trace;
             request::complete(&app, call, &mut note).await
         }
         Err(error) => Err(error),

@@ -12,13 +12,15 @@ use std::error::Error as StdError;
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, TryStreamExt};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
+};
 use reqwest::{Client, Method, Request, Url};
 
-use super::{Transport, UpstreamResponse, body_kind, retry_after};
+use super::dial::TimeConnects;
+use super::{Outgoing, Transport, UpstreamResponse, body_kind, retry_after};
 use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, Secret, UpstreamProxy};
 use crate::failure::FailureKind;
@@ -50,6 +52,10 @@ impl ClientOptions {
         }
     }
 }
+
+/// The trace context's headers (W3C Trace Context).
+const TRACEPARENT: HeaderName = HeaderName::from_static(crate::trace::TRACEPARENT);
+const TRACESTATE: HeaderName = HeaderName::from_static(crate::trace::TRACESTATE);
 
 /// Idle pooled connections are closed after this long.
 const POOL_IDLE: Duration = Duration::from_secs(60);
@@ -117,11 +123,16 @@ impl HttpTransport {
 }
 
 impl Transport for HttpTransport {
-    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>> {
+    fn send(&self, outgoing: Outgoing) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>> {
         let mut request = Request::new(Method::POST, self.url.clone());
-        *request.headers_mut() = self.headers.clone();
-        *request.body_mut() = Some(body.into());
-        let sent = self.client().execute(request);
+        let headers = request.headers_mut();
+        *headers = self.headers.clone();
+        headers.insert(TRACEPARENT, outgoing.traceparent);
+        if let Some(state) = outgoing.tracestate {
+            headers.insert(TRACESTATE, state);
+        }
+        *request.body_mut() = Some(outgoing.body.into());
+        let sent = outgoing.dialed.around(self.client().execute(request));
         Box::pin(async move {
             let response = sent.await.map_err(send_error)?;
             let headers = response.headers();
@@ -154,6 +165,7 @@ fn build_client(options: &ClientOptions) -> Result<Client, ConfigError> {
         .redirect(reqwest::redirect::Policy::none())
         .retry(reqwest::retry::never())
         .connect_timeout(options.connect_timeout)
+        .connector_layer(TimeConnects)
         .tcp_nodelay(true)
         .pool_idle_timeout(POOL_IDLE)
         .pool_max_idle_per_host(POOL_MAX_IDLE);

@@ -9,6 +9,7 @@
 
 pub mod chunk;
 mod client;
+pub mod dial;
 pub mod order;
 pub mod sse;
 
@@ -18,10 +19,12 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
+use reqwest::header::HeaderValue;
 
 pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
 use self::client::HttpTransport;
+use self::dial::Dialed;
 use crate::config::{ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::failure::FailureKind;
 
@@ -45,9 +48,21 @@ pub struct Upstream {
 /// How one request reaches an upstream: HTTP in production, a scripted fake when
 /// a test runs the attempt loop under paused time.
 pub trait Transport: Send + Sync {
-    /// Sends one attempt's request body; resolves when the response headers arrive.
+    /// Sends one attempt's request; resolves when the response headers arrive.
     /// A failure is `Connect`, `Tls` or `Io` (nothing was answered).
-    fn send(&self, body: Bytes) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>>;
+    fn send(&self, request: Outgoing) -> BoxFuture<'_, Result<UpstreamResponse, FailureKind>>;
+}
+
+/// One attempt's request: the body, and what is the attempt's own.
+pub struct Outgoing {
+    /// The request body.
+    pub body: Bytes,
+    /// The trace, with a span id for this attempt (`traceparent`).
+    pub traceparent: HeaderValue,
+    /// The caller's `tracestate`, passed on.
+    pub tracestate: Option<HeaderValue>,
+    /// Written when a connection is made for this attempt.
+    pub dialed: Arc<Dialed>,
 }
 
 /// How the upstream framed its body.
@@ -111,11 +126,11 @@ impl Upstream {
         }
     }
 
-    /// Sends one attempt's request body; resolves when the response headers arrive.
+    /// Sends one attempt's request; resolves when the response headers arrive.
     /// Error texts come back with the secrets scrubbed out.
-    pub async fn send(&self, body: Bytes) -> Result<UpstreamResponse, FailureKind> {
+    pub async fn send(&self, request: Outgoing) -> Result<UpstreamResponse, FailureKind> {
         self.transport
-            .send(body)
+            .send(request)
             .await
             .map_err(|failure| failure.map_text(|text| self.scrub(text)))
     }

@@ -26,6 +26,7 @@ mod resilience;
 mod shutdown;
 mod support;
 mod tasks;
+mod timing;
 mod tls;
 mod upstream;
 mod usage;

@@ -203,12 +203,15 @@ impl JobStore for RedisJobs {
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>> {
         Box::pin(async move {
             let sets = ["queued", "running", "waiting"].map(|name| self.set(name));
-            let (queued, running, retry_wait): (u64, u64, u64) = self
+            type Read = (u64, u64, u64, Vec<(String, f64)>);
+            let (queued, running, retry_wait, oldest): Read = self
                 .call("jobs_counts", |mut c| async move {
                     let mut pipe = redis::pipe();
                     for set in &sets {
                         pipe.zcard(set);
                     }
+                    // Scored by creation: the first is the oldest.
+                    pipe.zrange_withscores(&sets[0], 0, 0);
                     pipe.query_async(&mut c).await
                 })
                 .await?;
@@ -216,6 +219,7 @@ impl JobStore for RedisJobs {
                 queued,
                 running,
                 retry_wait,
+                oldest_queued: oldest.first().map(|(_, at)| at.max(0.0) as u64),
             })
         })
     }

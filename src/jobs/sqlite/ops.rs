@@ -282,6 +282,15 @@ impl JobStore for SqliteJobs {
                     (_, n) => counts.retry_wait = n,
                 }
             }
+            // By the status index: the first queued job by order of creation.
+            let mut oldest = tx.prepare_cached(
+                "SELECT created_at FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1",
+            )?;
+            counts.oldest_queued = oldest
+                .query_map([], |row| row.get::<_, i64>(0))?
+                .next()
+                .transpose()?
+                .map(|at| at.max(0) as u64);
             Ok(counts)
         })
     }

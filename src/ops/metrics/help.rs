@@ -73,6 +73,23 @@ pub fn describe(recorder: &PrometheusRecorder) {
         Some(Unit::Seconds),
         "From arrival to the first output chunk of a completion.".into(),
     );
+    recorder.describe_histogram(
+        KeyName::from("ladle_upstream_phase_seconds"),
+        Some(Unit::Seconds),
+        "From an attempt's start to each phase: connect (a new connection only), head, \
+         first_event, first_output, end."
+            .into(),
+    );
+    recorder.describe_histogram(
+        KeyName::from("ladle_queue_wait_seconds"),
+        Some(Unit::Seconds),
+        "A completion's wait for its in-flight slot (LADLE_MAX_INFLIGHT) and its task's.".into(),
+    );
+    recorder.describe_gauge(
+        KeyName::from("ladle_job_queue_age_seconds"),
+        None,
+        "Age of the oldest queued job, 0 with none queued (fleet-wide with Redis).".into(),
+    );
     recorder.describe_gauge(
         KeyName::from("ladle_inflight_requests"),
         None,

@@ -11,9 +11,11 @@ use std::time::Duration;
 mod help;
 mod labels;
 mod limits;
+mod timing;
 mod work;
 
 pub use limits::ScopedGauge;
+pub use timing::Phase;
 
 use self::help::describe;
 use self::labels::{Bounded, Totals};
@@ -64,6 +66,7 @@ struct Inner {
     bounded: Bounded,
     /// What the token counters hold, so they saturate instead of wrapping.
     token_totals: Totals,
+    timing: timing::Timing,
 }
 
 impl Metrics {
@@ -100,6 +103,7 @@ impl Metrics {
             recorder.register_gauge(&Key::from_name("ladle_inflight_requests"), &METADATA);
         inflight.set(0.0);
         let handle = recorder.handle();
+        let timing = timing::Timing::new(&recorder);
         Metrics {
             inner: Arc::new(Inner {
                 recorder,
@@ -112,6 +116,7 @@ impl Metrics {
                 inflight,
                 bounded: Bounded::default(),
                 token_totals: Totals::default(),
+                timing,
             }),
         }
     }
@@ -119,6 +124,7 @@ impl Metrics {
     /// Registers an upstream's series, so they render before its first attempt.
     pub fn register_upstream(&self, upstream: &str) {
         self.with_upstream(upstream, |_| ());
+        self.phases(upstream, |_| ());
     }
 
     /// Counts an ended attempt by outcome and upstream.

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use hyper::http::{Response, Version};
 use hyper::service::service_fn;
@@ -32,6 +33,12 @@ pub struct TlsUpstream {
 impl TlsUpstream {
     /// Starts the upstream on an ephemeral loopback port.
     pub async fn start() -> TlsUpstream {
+        Self::with_handshake_delay(Duration::ZERO).await
+    }
+
+    /// An upstream that waits `delay` after accepting a connection before its
+    /// TLS handshake: a slow connect, as a far upstream or a slow proxy makes it.
+    pub async fn with_handshake_delay(delay: Duration) -> TlsUpstream {
         let certs = CertificateDer::pem_file_iter(tls_fixture("localhost.pem"))
             .expect("certificate file")
             .collect::<Result<Vec<_>, _>>()
@@ -56,6 +63,7 @@ impl TlsUpstream {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let (acceptor, recorded) = (acceptor.clone(), recorded.clone());
                 tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
                     let Ok(tls) = acceptor.accept(socket).await else {
                         return;
                     };

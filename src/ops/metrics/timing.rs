@@ -1,0 +1,105 @@
+//! Where the time goes (contract 9): each phase of an attempt per upstream, the
+//! wait for an in-flight slot, and the age of the oldest queued job.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use metrics::{Gauge, Histogram, Key, Label, Recorder};
+use metrics_exporter_prometheus::PrometheusRecorder;
+
+use super::{METADATA, Metrics};
+
+/// A point of an attempt, named as `ladle_upstream_phase_seconds{phase}` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Connect,
+    Head,
+    FirstEvent,
+    FirstOutput,
+    End,
+}
+
+impl Phase {
+    /// Every phase, in the order an attempt reaches them.
+    pub const ALL: [Phase; 5] = [
+        Phase::Connect,
+        Phase::Head,
+        Phase::FirstEvent,
+        Phase::FirstOutput,
+        Phase::End,
+    ];
+
+    /// The `phase` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Connect => "connect",
+            Phase::Head => "head",
+            Phase::FirstEvent => "first_event",
+            Phase::FirstOutput => "first_output",
+            Phase::End => "end",
+        }
+    }
+}
+
+/// The handles of this file's series.
+pub(super) struct Timing {
+    /// Per upstream, one histogram per phase (in `Phase::ALL`'s order),
+    /// registered with the upstream so every series renders from the start.
+    phases: Mutex<Vec<(Box<str>, [Histogram; 5])>>,
+    queue_wait: Histogram,
+    job_queue_age: Gauge,
+}
+
+impl Timing {
+    pub(super) fn new(recorder: &PrometheusRecorder) -> Self {
+        let queue_wait =
+            recorder.register_histogram(&Key::from_name("ladle_queue_wait_seconds"), &METADATA);
+        let job_queue_age =
+            recorder.register_gauge(&Key::from_name("ladle_job_queue_age_seconds"), &METADATA);
+        job_queue_age.set(0.0);
+        Timing {
+            phases: Mutex::default(),
+            queue_wait,
+            job_queue_age,
+        }
+    }
+}
+
+impl Metrics {
+    /// Lets `observe` record phases of one attempt on `upstream`.
+    pub fn phases(&self, upstream: &str, observe: impl FnOnce(&mut dyn FnMut(Phase, f64))) {
+        let timing = &self.inner.timing;
+        // A poisoned lock only means another request panicked mid-lookup.
+        let mut known = timing
+            .phases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let index = match known.iter().position(|(name, _)| **name == *upstream) {
+            Some(index) => index,
+            None => {
+                let histograms = Phase::ALL.map(|phase| {
+                    let labels = vec![
+                        Label::new("upstream", upstream.to_owned()),
+                        Label::new("phase", phase.name()),
+                    ];
+                    let key = Key::from_parts("ladle_upstream_phase_seconds", labels);
+                    self.inner.recorder.register_histogram(&key, &METADATA)
+                });
+                known.push((upstream.into(), histograms));
+                known.len() - 1
+            }
+        };
+        let histograms = &known[index].1;
+        observe(&mut |phase, seconds| histograms[phase as usize].record(seconds));
+    }
+
+    /// Observes a request's wait for its in-flight slot (and its task's).
+    pub fn queue_wait(&self, waited: Duration) {
+        self.inner.timing.queue_wait.record(waited.as_secs_f64());
+    }
+
+    /// Sets the age of the oldest queued job (0 with none queued).
+    pub fn job_queue_age(&self, age: Duration) {
+        self.inner.timing.job_queue_age.set(age.as_secs_f64());
+    }
+}
