@@ -59,6 +59,11 @@ pub struct Bulkhead {
 }
 
 impl Bulkhead {
+    /// Its `max_inflight`.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
     /// A slot if one is free now.
     pub fn try_enter(&self) -> Option<Slot> {
         let permit = self.semaphore.clone().try_acquire_owned().ok()?;

@@ -15,6 +15,7 @@ use crate::cache::AnswerCache;
 use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
 use crate::clients::{self, Clients};
+use crate::completion::recent::Recent;
 use crate::completion::{SharedUpstreams, UpstreamGuards};
 use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, StartError};
@@ -187,6 +188,7 @@ fn shared_upstreams(
                 breaker,
                 budget,
                 bulkhead,
+                recent: Recent::default(),
             }
         })
         .collect();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::recent::Ended;
 use super::{Completion, Phase, Progress};
 use crate::breaker::Counted;
 use crate::failure::{AttemptFailure, Classified, Outcome};
@@ -116,6 +117,12 @@ impl Completion {
         self.shared
             .metrics
             .attempt(outcome, &self.shared.upstreams[index].name);
+        self.in_attempt = None;
+        let first_output_ms = self.phases().and_then(|p| p.millis().first_output_ms);
+        self.shared.guards[index].recent.ended(Ended {
+            outcome,
+            first_output_ms,
+        });
         let probe = std::mem::take(&mut self.probe);
         self.shared.record(index, counted, probe, Instant::now());
     }

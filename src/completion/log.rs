@@ -38,10 +38,7 @@ impl Completion {
             None => (None, None),
         };
         let upstream = self.upstream().map(|u| u.name.as_str());
-        let phases = match &self.phase {
-            Phase::Streaming(attempt) => Some(attempt.phases()),
-            _ => self.failed_open.as_ref(),
-        };
+        let phases = self.phases();
         if let (Some(phases), Some(upstream)) = (phases, upstream) {
             phases.record(&self.shared.metrics, upstream);
         }
@@ -86,6 +83,14 @@ impl Completion {
             job_id = self.job.job_id.as_deref(),
             "completion ended"
         );
+    }
+
+    /// How far the current attempt got (none while it connects).
+    pub(super) fn phases(&self) -> Option<&Phases> {
+        match &self.phase {
+            Phase::Streaming(attempt) => Some(attempt.phases()),
+            _ => self.failed_open.as_ref(),
+        }
     }
 
     fn elapsed_ms(&self) -> u64 {

@@ -15,6 +15,7 @@ mod job;
 mod log;
 mod phases;
 mod progress;
+pub mod recent;
 mod shared;
 mod start;
 
@@ -35,6 +36,7 @@ use tokio::time::{Instant, Sleep, sleep_until};
 use self::answer::Answer;
 use self::attempt::{Attempt, OpenFailed, Received};
 use self::phases::Phases;
+use self::recent::InAttempt;
 use crate::breaker::Counted;
 use crate::bulkhead::Slot;
 use crate::error::ApiError;
@@ -84,6 +86,8 @@ pub struct Completion {
     /// The current attempt's slot on its upstream (by index), if the upstream
     /// has a `max_inflight`; given back when the attempt ends.
     upstream_slot: Option<(usize, Slot)>,
+    /// Counts the current attempt in its upstream's in-flight attempts.
+    in_attempt: Option<InAttempt>,
     answer: Answer,
     /// How far the current attempt got, when it failed before its answer.
     failed_open: Option<Phases>,
@@ -116,6 +120,7 @@ impl Completion {
             attempt: 0,
             permit,
             upstream_slot: None,
+            in_attempt: None,
             failed_open: None,
             first_output_seen: false,
             sleep: None,

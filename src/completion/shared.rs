@@ -10,7 +10,8 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::attempt::AttemptTimeouts;
-use crate::breaker::{Admission, Breaker, Counted, Transition};
+use super::recent::Recent;
+use crate::breaker::{Admission, Breaker, Counted, State, Transition};
 use crate::budget::Budget;
 use crate::bulkhead::Bulkhead;
 use crate::failure::BusyKeywords;
@@ -45,6 +46,8 @@ pub struct UpstreamGuards {
     pub budget: Arc<Mutex<dyn Budget>>,
     /// Its `max_inflight`, if it has one: attempts to it at once.
     pub bulkhead: Option<Bulkhead>,
+    /// Its attempts in flight and last ones ended, for the status panel.
+    pub recent: Recent,
 }
 
 /// A lock whose holder panicked still guards consistent state here: every update
@@ -64,6 +67,14 @@ impl SharedUpstreams {
         let (usable, moved) = lock(breaker).usable(now);
         self.moved(index, moved);
         usable
+    }
+
+    /// The breaker's state of upstream `index` at `now`, if breakers apply.
+    pub fn breaker_state(&self, index: usize, now: Instant) -> Option<State> {
+        let breaker = self.guards[index].breaker.as_ref()?;
+        let (state, moved) = lock(breaker).state(now);
+        self.moved(index, moved);
+        Some(state)
     }
 
     /// Asked when an attempt is about to start on upstream `index`.

@@ -168,6 +168,7 @@ impl Completion {
         }
         self.attempt += 1;
         self.answer = Answer::new(self.job.answer_limit);
+        self.in_attempt = Some(self.shared.guards[order.current()].recent.started());
         let upstream = self.shared.upstreams[order.current()].clone();
         let request = Outgoing {
             body: upstream.body_for(&self.job.body, &self.job.model),

@@ -109,6 +109,7 @@ async fn run(
         upstreams: vec![Arc::new(upstream)],
         guards: vec![UpstreamGuards {
             bulkhead: None,
+            recent: Default::default(),
             breaker: None,
             budget: Arc::new(std::sync::Mutex::new(RetryBudget::new(BudgetSettings {
                 ratio: 0.2,

@@ -4,14 +4,15 @@
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian's `chromium` and
 //! `chromium-driver`). Without them it fails, saying what to install: a test that
 //! passed without running would hide a broken editor. To leave it out on purpose,
-//! name it: `cargo test -- --skip browser::`. A screenshot of the editor is left at
-//! `target/admin-editor.png`.
+//! name it: `cargo test -- --skip browser::`. Screenshots of the editor and of the
+//! status tab are left at `target/admin-editor.png` and `target/admin-status.png`.
 
 use std::path::PathBuf;
 
 use serde_json::json;
 
 use crate::support::browser::{Browser, CHROMEDRIVER, CHROMIUM};
+use crate::support::mock_upstream::*;
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,6 +181,105 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
     let png = browser.screenshot().await;
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
     let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/admin-editor.png");
+    std::fs::write(&shot, &png).expect("write the screenshot");
+    browser.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_an_open_breaker_and_the_last_attempts_on_the_status_tab() {
+    for binary in [CHROMEDRIVER, CHROMIUM] {
+        assert!(
+            std::path::Path::new(binary).exists(),
+            "{binary} is missing: install Debian's `chromium` and `chromium-driver`"
+        );
+    }
+    // Arrange: upstream a answers busy twice and its breaker opens; b answers.
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.fallback(status(
+        503,
+        r#"{"error": {"message": "当前模型访问量较大，请稍后重试"}}"#,
+    ));
+    b.push([
+        sse_answer(&["好"]),
+        crate::support::scripts::recipe_answer(),
+    ]);
+    b.fallback(sse_answer(&["又好"]));
+    let app = Gateway::options()
+        .admin()
+        .upstreams(primary_and_backup(&a.url, &b.url))
+        .adjust(|c| c.breaker_settings = breaker(2, 60_000))
+        .start()
+        .await;
+    assert_eq!(app.chat(false).await.status(), 200);
+    let kept = app.task("recipe", &json!({"dish": "香酥鸭"})).await;
+    assert_eq!(kept.status(), 200);
+    let mut browser = Browser::start().await;
+
+    // Act: the status tab, straight from its link, after the token.
+    browser.go(&format!("{}/admin#status", app.base)).await;
+    let token = browser.find("#token").await;
+    browser.type_into(&token, ADMIN_TOKEN).await;
+    let save_token = browser.find("#token-save").await;
+    browser.click(&save_token).await;
+
+    // Assert: a's breaker open with two busy attempts, b's two answers.
+    let row_a = browser
+        .wait_for(
+            "upstream a's row, its breaker open",
+            "const r = document.querySelector('#status-upstreams tr[data-upstream=a]'); \
+             return r && r.querySelector('.state.open') ? r.textContent : null;",
+        )
+        .await;
+    let row_a = row_a.as_str().expect("row text");
+    assert!(row_a.contains("busy 2"), "{row_a}");
+    let row_b = browser
+        .run(
+            "return document.querySelector('#status-upstreams tr[data-upstream=b]').textContent;",
+            json!([]),
+        )
+        .await;
+    let row_b = row_b.as_str().expect("row text");
+    assert!(
+        row_b.contains("closed") && row_b.contains("ok 2"),
+        "{row_b}"
+    );
+    let jobs = browser.value_of_text("#status-jobs").await;
+    assert!(jobs.contains("queued 0 · running 0"), "{jobs}");
+    let cache = browser
+        .value_of_text("#status-cache li[data-task=recipe]")
+        .await;
+    assert!(cache.contains("1 kept"), "{cache}");
+    let hidden = browser
+        .run("return document.getElementById('app').hidden;", json!([]))
+        .await;
+    assert_eq!(hidden, json!(true), "the editor is behind its tab");
+
+    // The prompts tab brings the editor back; the status tab refreshes.
+    let prompts = browser.find("#tab-prompts").await;
+    browser.click(&prompts).await;
+    browser
+        .wait_for(
+            "the editor shown",
+            "return !document.getElementById('app').hidden \
+             && document.getElementById('status-view').hidden;",
+        )
+        .await;
+    let third = app.chat(false).await;
+    let status_code = third.status();
+    let said = third.text().await.expect("body");
+    assert_eq!(status_code, 200, "b answers a third time: {said}");
+    let status_tab = browser.find("#tab-status").await;
+    browser.click(&status_tab).await;
+    browser
+        .wait_for(
+            "b's third answer on the panel",
+            "const r = document.querySelector('#status-upstreams tr[data-upstream=b]'); \
+             return r && r.textContent.includes('ok 3');",
+        )
+        .await;
+
+    let png = browser.screenshot().await;
+    let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/admin-status.png");
     std::fs::write(&shot, &png).expect("write the screenshot");
     browser.quit().await;
 }

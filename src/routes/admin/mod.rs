@@ -10,6 +10,7 @@
 
 pub mod auth;
 mod cache;
+mod status;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -49,6 +50,7 @@ pub fn router() -> Router<AppState> {
             "/admin/cache/{name}",
             get(cache::count).delete(cache::forget),
         )
+        .route("/admin/status", get(status::status))
 }
 
 /// One row of `GET /admin/prompts`.

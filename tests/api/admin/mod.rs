@@ -7,3 +7,4 @@ mod history;
 mod paths;
 mod render;
 mod saving;
+mod status;

@@ -175,6 +175,13 @@ impl Browser {
         value.as_str().expect("a text value").to_owned()
     }
 
+    /// The text of the element `selector` finds.
+    pub async fn value_of_text(&self, selector: &str) -> String {
+        let script = "return document.querySelector(arguments[0]).textContent;";
+        let value = self.run(script, json!([selector])).await;
+        value.as_str().expect("a text").to_owned()
+    }
+
     /// Polls a script until it returns something other than null, false or "".
     pub async fn wait_for(&self, what: &str, script: &str) -> Value {
         let shown = within(Duration::from_secs(15), async || {
