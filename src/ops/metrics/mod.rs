@@ -30,6 +30,26 @@ const BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
+/// Counters registered at start, with every value their one label can take.
+const KNOWN_AT_START: &[(&str, &str, &[&str])] = &[
+    (
+        "ladle_idempotency_total",
+        "outcome",
+        &["executed", "replayed", "joined", "reused"],
+    ),
+    ("ladle_limit_waits_total", "scope", &["task", "upstream"]),
+    (
+        "ladle_limit_rejections_total",
+        "scope",
+        &["client", "task", "upstream"],
+    ),
+    (
+        "ladle_webhook_deliveries_total",
+        "outcome",
+        &["delivered", "retry", "failed"],
+    ),
+];
+
 static METADATA: Metadata<'static> = Metadata::new("ladle", Level::INFO, None);
 
 /// One counter per attempt outcome.
@@ -104,6 +124,14 @@ impl Metrics {
         inflight.set(0.0);
         let handle = recorder.handle();
         let timing = timing::Timing::new(&recorder);
+        // Series whose labels are all known now render at 0 from the start, so a
+        // dashboard or an alert sees "none yet" rather than "no such series".
+        for (name, label, values) in KNOWN_AT_START {
+            for value in *values {
+                let key = Key::from_parts(*name, vec![Label::new(*label, *value)]);
+                recorder.register_counter(&key, &METADATA).increment(0);
+            }
+        }
         Metrics {
             inner: Arc::new(Inner {
                 recorder,
@@ -125,6 +153,7 @@ impl Metrics {
     pub fn register_upstream(&self, upstream: &str) {
         self.with_upstream(upstream, |_| ());
         self.phases(upstream, |_| ());
+        self.throttled_counter(upstream).increment(0);
     }
 
     /// Counts an ended attempt by outcome and upstream.
@@ -144,11 +173,12 @@ impl Metrics {
 
     /// Counts a retry the upstream's budget refused.
     pub fn retry_throttled(&self, upstream: &str) {
-        self.labelled_counter(
-            "ladle_retries_throttled_total",
-            vec![Label::new("upstream", upstream.to_owned())],
-        )
-        .increment(1);
+        self.throttled_counter(upstream).increment(1);
+    }
+
+    fn throttled_counter(&self, upstream: &str) -> Counter {
+        let labels = vec![Label::new("upstream", upstream.to_owned())];
+        self.labelled_counter("ladle_retries_throttled_total", labels)
     }
 
     /// Sets an upstream's breaker gauge (0 closed, 1 open, 2 half-open).

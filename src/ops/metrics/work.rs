@@ -32,20 +32,31 @@ impl Metrics {
 
     /// Counts a cached task's answer by what the cache did (`hit`, `miss`,
     /// `stale`).
+    /// The task's other outcomes are shown (at 0) from its first answer on, so
+    /// a hit or stale ratio has both of its sides.
     pub fn cache(&self, task: &str, outcome: &'static str) {
-        self.task_counter("ladle_cache_total", task, ("outcome", outcome));
+        for other in ["hit", "miss", "stale"] {
+            let by = u64::from(other == outcome);
+            self.task_counter_by("ladle_cache_total", task, ("outcome", other), by);
+        }
     }
 
     /// Adds one to `name{task, label}`, the task's name bounded.
-    fn task_counter(
+    fn task_counter(&self, name: &'static str, task: &str, label: (&'static str, &'static str)) {
+        self.task_counter_by(name, task, label, 1);
+    }
+
+    /// Adds `by` to `name{task, label}`, the task's name bounded.
+    fn task_counter_by(
         &self,
         name: &'static str,
         task: &str,
         (key, value): (&'static str, &'static str),
+        by: u64,
     ) {
         let task = self.inner.bounded.value(name, "task", task);
         let labels = vec![Label::new("task", task), Label::new(key, value)];
-        self.labelled_counter(name, labels).increment(1);
+        self.labelled_counter(name, labels).increment(by);
     }
 
     /// Counts a webhook attempt by what it led to (`delivered`, `retry`, `failed`).

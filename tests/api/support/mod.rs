@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod http;
 pub mod mock_upstream;
 pub mod process;
+pub mod prometheus;
 pub mod proxy;
 pub mod raw;
 pub mod receiver;

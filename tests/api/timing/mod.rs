@@ -3,9 +3,10 @@
 //! purpose, a reused connection without a connect time (`phases.rs`); the trace
 //! context passed to every attempt and named in every log line (`trace.rs`); the
 //! waits for a slot and the job queue's age (`waits.rs`). Alerts and the
-//! dashboard run in a real Prometheus in `prometheus.rs`.
+//! dashboard in real Prometheus tools in `prometheus.rs`.
 
 mod phases;
+mod prometheus;
 mod trace;
 mod waits;
 
