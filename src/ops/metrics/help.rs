@@ -1,6 +1,6 @@
-//! The `# HELP` lines of the exposition.
+//! The `# HELP` lines of the exposition, and the series shown from the start.
 
-use metrics::{KeyName, Recorder, Unit};
+use metrics::{Key, KeyName, Label, Recorder, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;
 
 /// The `# HELP` lines of the exposition.
@@ -111,4 +111,38 @@ pub fn describe(recorder: &PrometheusRecorder) {
         None,
         "1 while the fleet's Redis answers, 0 while it does not.".into(),
     );
+}
+
+/// Counters registered at start, with every value their one label can take.
+const KNOWN_AT_START: &[(&str, &str, &[&str])] = &[
+    (
+        "ladle_idempotency_total",
+        "outcome",
+        &["executed", "replayed", "joined", "reused"],
+    ),
+    ("ladle_limit_waits_total", "scope", &["task", "upstream"]),
+    (
+        "ladle_limit_rejections_total",
+        "scope",
+        &["client", "task", "upstream"],
+    ),
+    (
+        "ladle_webhook_deliveries_total",
+        "outcome",
+        &["delivered", "retry", "failed"],
+    ),
+];
+
+/// Registers [`KNOWN_AT_START`]: series whose labels are all known now render at
+/// 0 from the start, so a dashboard or an alert sees "none yet" rather than "no
+/// such series".
+pub fn register_known(recorder: &PrometheusRecorder) {
+    for (name, label, values) in KNOWN_AT_START {
+        for value in *values {
+            let key = Key::from_parts(*name, vec![Label::new(*label, *value)]);
+            recorder
+                .register_counter(&key, &super::METADATA)
+                .increment(0);
+        }
+    }
 }

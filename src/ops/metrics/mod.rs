@@ -17,7 +17,7 @@ mod work;
 pub use limits::ScopedGauge;
 pub use timing::Phase;
 
-use self::help::describe;
+use self::help::{describe, register_known};
 use self::labels::{Bounded, Totals};
 use crate::failure::{Outcome, RetryReason};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
@@ -28,26 +28,6 @@ use metrics_exporter_prometheus::{
 /// Histogram buckets in seconds: from a fast first token to a whole recipe.
 const BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
-];
-
-/// Counters registered at start, with every value their one label can take.
-const KNOWN_AT_START: &[(&str, &str, &[&str])] = &[
-    (
-        "ladle_idempotency_total",
-        "outcome",
-        &["executed", "replayed", "joined", "reused"],
-    ),
-    ("ladle_limit_waits_total", "scope", &["task", "upstream"]),
-    (
-        "ladle_limit_rejections_total",
-        "scope",
-        &["client", "task", "upstream"],
-    ),
-    (
-        "ladle_webhook_deliveries_total",
-        "outcome",
-        &["delivered", "retry", "failed"],
-    ),
 ];
 
 static METADATA: Metadata<'static> = Metadata::new("ladle", Level::INFO, None);
@@ -124,14 +104,7 @@ impl Metrics {
         inflight.set(0.0);
         let handle = recorder.handle();
         let timing = timing::Timing::new(&recorder);
-        // Series whose labels are all known now render at 0 from the start, so a
-        // dashboard or an alert sees "none yet" rather than "no such series".
-        for (name, label, values) in KNOWN_AT_START {
-            for value in *values {
-                let key = Key::from_parts(*name, vec![Label::new(*label, *value)]);
-                recorder.register_counter(&key, &METADATA).increment(0);
-            }
-        }
+        register_known(&recorder);
         Metrics {
             inner: Arc::new(Inner {
                 recorder,
