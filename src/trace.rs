@@ -8,8 +8,6 @@
 //! a request without one; a trace ladle starts is marked sampled, so an upstream
 //! that records traces keeps this one.
 
-use std::fmt::Write as _;
-
 use std::convert::Infallible;
 
 use axum::extract::FromRequestParts;
@@ -68,22 +66,15 @@ impl TraceContext {
         TraceId(self.trace_id)
     }
 
-    /// The trace id as text.
-    pub fn trace_id(&self) -> String {
-        self.id().to_string()
-    }
-
     /// The `traceparent` for one attempt: the request's trace, a new span id.
     pub fn for_attempt(&self) -> HeaderValue {
         let span = new_id(rand::random::<u64>);
-        let mut text = String::with_capacity(55);
-        let _ = write!(
-            text,
-            "00-{:032x}-{span:016x}-{:02x}",
-            self.trace_id, self.flags
-        );
+        let mut text = *b"00-________________________________-________________-__";
+        hex(&mut text[3..35], self.trace_id);
+        hex(&mut text[36..52], u128::from(span));
+        hex(&mut text[53..55], u128::from(self.flags));
         // Hex digits and dashes only: always a valid header value.
-        HeaderValue::try_from(text).unwrap_or(HeaderValue::from_static(""))
+        HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static(""))
     }
 
     /// The caller's `tracestate`, passed on unchanged.
@@ -112,6 +103,14 @@ pub struct TraceId(u128);
 impl std::fmt::Display for TraceId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:032x}", self.0)
+    }
+}
+
+/// Writes the low `into.len()` hex digits of `value`, lower case.
+fn hex(into: &mut [u8], mut value: u128) {
+    for digit in into.iter_mut().rev() {
+        *digit = b"0123456789abcdef"[(value & 0xf) as usize];
+        value >>= 4;
     }
 }
 
@@ -160,6 +159,12 @@ mod tests {
     use super::*;
 
     const GOOD: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    impl TraceContext {
+        fn trace_id(&self) -> String {
+            self.id().to_string()
+        }
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -18,6 +18,9 @@ use crate::state::AppState;
 
 /// Time allowed after the longest deadline for the last bytes to be written.
 const DRAIN_SLACK: Duration = Duration::from_secs(5);
+/// How often histogram samples are folded into their buckets (as the exporter's
+/// own upkeep thread would).
+const METRICS_UPKEEP: Duration = Duration::from_secs(5);
 
 /// Serves until `shutdown` resolves, then stops accepting and lets running
 /// requests finish, for at most the longest request deadline (plus a little).
@@ -51,6 +54,13 @@ pub async fn serve(
                 }
             });
     }
+    // Histogram samples wait in memory until they are folded into their buckets:
+    // without this, a gateway nobody scrapes would keep every sample it took.
+    let metrics = state.metrics.clone();
+    state.background.every(METRICS_UPKEEP, None, move || {
+        metrics.upkeep();
+        std::future::ready(Continue::Yes)
+    });
     let runs = std::sync::Arc::new(crate::request::job_run::RunsTasks(state.clone()));
     state.jobs.start(runs, &state.background);
     if let Some(webhook) = &state.config.jobs.webhook {

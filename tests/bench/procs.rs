@@ -204,7 +204,16 @@ fn upstream_env(upstream: SocketAddr) -> Result<(&'static str, String), String> 
 /// Starts ladle's release binary in front of the mock, with `extra` settings (over
 /// the defaults here), and waits for its address.
 pub fn start_ladle(upstream: SocketAddr, extra: &[(&str, String)]) -> Result<Proc, String> {
-    let binary = Path::new(env!("CARGO_BIN_EXE_ladle"));
+    start_ladle_from(Path::new(env!("CARGO_BIN_EXE_ladle")), upstream, extra)
+}
+
+/// Starts the ladle binary at `binary` (this build's, or an earlier one's) as
+/// [`start_ladle`] does.
+pub fn start_ladle_from(
+    binary: &Path,
+    upstream: SocketAddr,
+    extra: &[(&str, String)],
+) -> Result<Proc, String> {
     let (key, value) = upstream_env(upstream)?;
     let mut child = spawn(binary, &["serve"])
         .env(key, value)

@@ -20,7 +20,8 @@
 //!   the fleet), `LADLE_BENCH_CACHE_ONLY=1` (only the answer cache: hits against the
 //!   relay, and the memory of 10,000 kept answers; otherwise after the jobs),
 //!   `LADLE_BENCH_KEYS_ONLY=1` (only ladle without and with client keys, side by
-//!   side; otherwise last).
+//!   side; otherwise last), `LADLE_BENCH_BEFORE=path` (only an earlier build's
+//!   binary at `path` against this one, the same loads side by side).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
@@ -35,6 +36,7 @@ mod mock;
 mod procfs;
 mod procs;
 mod report;
+mod side;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -114,6 +116,15 @@ fn bench() -> Result<(), String> {
         let ticks = procs::clock_ticks();
         let keys = runtime.block_on(keys::run(&mock, scale, rounds, ticks))?;
         say(&format!("\n{}", keys.render()));
+        return Ok(());
+    }
+    if let Ok(binary) = std::env::var("LADLE_BENCH_BEFORE") {
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let mock = procs::start_mock()?;
+        let ticks = procs::clock_ticks();
+        let binary = std::path::PathBuf::from(binary);
+        let side = runtime.block_on(keys::before(&mock, &binary, scale, rounds, ticks))?;
+        say(&format!("\n{}", side.render()));
         return Ok(());
     }
     if std::env::var("LADLE_BENCH_CACHE_ONLY").is_ok_and(|v| v == "1") {

@@ -129,6 +129,11 @@ impl Metrics {
         self.throttled_counter(upstream).increment(0);
     }
 
+    /// Folds the histograms' samples into their buckets, freeing them.
+    pub fn upkeep(&self) {
+        self.inner.handle.run_upkeep();
+    }
+
     /// Counts an ended attempt by outcome and upstream.
     pub fn attempt(&self, outcome: Outcome, upstream: &str) {
         self.with_upstream(upstream, |counters| count(counters, outcome.name()));

@@ -3,34 +3,16 @@
 //! named in one warning line at start; a short admin token is warned about and
 //! never printed.
 
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
 use crate::support::mock_upstream::MockUpstream;
-use crate::support::process::{LadleProcess, ladle_command};
+use crate::support::process::{LadleProcess, finished, ladle_command, text_of};
 use crate::support::*;
 
 /// An admin token of 12 characters.
 const SHORT_TOKEN: &str = "short-tok-12";
-
-/// Runs `command` to its end; a command still running after 10 s is killed and
-/// fails the test (a `serve` that should have refused to start).
-async fn finished(mut command: Command) -> Output {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the ladle binary starts");
-    let ended = within(millis(10_000), async || child.try_wait().expect("try_wait")).await;
-    if ended.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("ladle was still running after 10 s");
-    }
-    child.wait_with_output().expect("its output")
-}
 
 /// `ladle check` on a copy of the shipped prompts, with `env`.
 fn check(env: &[(&str, &str)]) -> Command {
@@ -52,15 +34,6 @@ fn serve(env: &[(&str, &str)]) -> Command {
         .env("LADLE_PROMPTS_DIR", prompts_copy())
         .envs(env.iter().copied());
     command
-}
-
-/// Everything a finished command wrote, stdout then stderr.
-fn text_of(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[tokio::test]

@@ -32,12 +32,7 @@ async fn over_max_inflight_is_429_retry_after_1_until_the_holding_stream_ends() 
     let upstream = gateway.upstream();
     upstream.push([second_long_answer()]);
     upstream.cycle([sse_answer(&["好"])]);
-    let held = gateway
-        .chat_request(true)
-        .bearer_auth(KEY_A)
-        .send()
-        .await
-        .expect("the gateway answers");
+    let held = stream_as(&gateway, KEY_A).await;
     assert_eq!(held.status(), 200);
     assert_eq!(gateway.metric(&inflight("one-at-a-time")).await, 1.0);
     rate_limited(chat_as(&gateway, KEY_A).await, "1").await;
@@ -77,12 +72,7 @@ async fn a_request_refused_for_max_inflight_takes_no_token_of_the_rate() {
     let upstream = gateway.upstream();
     upstream.push([second_long_answer()]);
     upstream.cycle([sse_answer(&["好"])]);
-    let held = gateway
-        .chat_request(true)
-        .bearer_auth(KEY_A)
-        .send()
-        .await
-        .expect("the gateway answers");
+    let held = stream_as(&gateway, KEY_A).await;
     assert_eq!(held.status(), 200, "the first token");
     for _ in 0..3 {
         rate_limited(chat_as(&gateway, KEY_A).await, "1").await;
@@ -122,12 +112,7 @@ async fn job_reads_and_cancels_pass_while_the_only_slot_is_held_and_a_run_holds_
     let id = job_id(submitted).await;
     requests_arrive(upstream, 1).await;
     // The job runs, and the key's one slot is free for a stream.
-    let held = gateway
-        .chat_request(true)
-        .bearer_auth(KEY_A)
-        .send()
-        .await
-        .expect("the gateway answers");
+    let held = stream_as(&gateway, KEY_A).await;
     assert_eq!(held.status(), 200);
     assert_eq!(gateway.metric(&inflight("one-at-a-time")).await, 1.0);
     let job_path = format!("/v1/jobs/{id}");

@@ -86,6 +86,16 @@ pub async fn chat_as(endpoint: &Endpoint, key: &str) -> Response {
         .expect("the gateway answers")
 }
 
+/// A streaming chat request under client key `key`.
+pub async fn stream_as(endpoint: &Endpoint, key: &str) -> Response {
+    endpoint
+        .chat_request(true)
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("the gateway answers")
+}
+
 /// `POST path` with `body` under client key `key`.
 pub async fn post_as(endpoint: &Endpoint, key: &str, path: &str, body: &Value) -> Response {
     endpoint

@@ -3,38 +3,11 @@
 //! `ladle keys add NAME` shows a new key once with the lines to paste, and those
 //! lines let that key in.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use super::*;
 use crate::support::mock_upstream::*;
-use crate::support::process::ladle_command;
-
-/// Runs `command` to its end; one still running after 10 s is killed and fails
-/// the test (a `serve` that should have refused to start).
-async fn finished(mut command: Command) -> Output {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the ladle binary starts");
-    let ended = within(millis(10_000), async || child.try_wait().expect("try_wait")).await;
-    if ended.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("ladle was still running after 10 s");
-    }
-    child.wait_with_output().expect("its output")
-}
-
-/// Everything a finished command wrote, stdout then stderr.
-fn text_of(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+use crate::support::process::{finished, ladle_command, text_of};
 
 /// `ladle serve` in front of a closed port, with client keys from `path`, in a
 /// folder of its own (its state file is no other test's).

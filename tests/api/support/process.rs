@@ -6,13 +6,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::ops::Deref;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::eventually::{Lazy, eventually};
+use super::eventually::{Lazy, eventually, within};
 use super::fixtures::prompts_copy;
 use super::http::Endpoint;
 
@@ -177,4 +177,32 @@ fn listening_on(line: &str) -> Option<String> {
         .find(|c: char| c == '"' || c.is_whitespace())
         .unwrap_or(rest.len());
     Some(rest[..end].to_owned())
+}
+
+/// Runs `command` to its end; a command still running after 10 s is killed and
+/// fails the test (a `serve` that should have refused to start).
+pub async fn finished(mut command: Command) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the ladle binary starts");
+    let limit = Duration::from_secs(10);
+    let ended = within(limit, async || child.try_wait().expect("try_wait")).await;
+    if ended.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("ladle was still running after 10 s");
+    }
+    child.wait_with_output().expect("its output")
+}
+
+/// Everything a finished command wrote, stdout then stderr.
+pub fn text_of(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
