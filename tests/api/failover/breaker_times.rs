@@ -68,7 +68,7 @@ async fn probes_that_fail_fast_reopen_the_breaker_for_the_base_time_only() {
     let gaps = gaps(&a);
     // Every opening lasts 150 ms, plus the wait for the next request (≤ ~40 ms).
     assert!(gaps.len() >= 3, "{gaps:?}");
-    assert!(gaps.iter().all(|g| (150..230).contains(g)), "{gaps:?}");
+    assert!(gaps.iter().all(|g| (145..230).contains(g)), "{gaps:?}");
 }
 
 #[tokio::test]
@@ -83,8 +83,14 @@ async fn probes_that_time_out_double_the_opening_up_to_the_cap_and_a_close_reset
     let slow = gaps(&a);
     let openings: Vec<u128> = slow.iter().map(|g| g.saturating_sub(50)).collect();
     assert!(openings.len() >= 4, "{slow:?}");
+    // The gaps are between arrivals at the mock, the timers run from the attempts'
+    // starts: a first call that waited longer for its connection than the next
+    // makes a gap a few ms short of the opening.
     for (opening, expected) in openings.iter().zip([100u128, 200, 400, 400]) {
-        assert!((expected..expected + 60).contains(opening), "{openings:?}");
+        assert!(
+            (expected - 5..expected + 60).contains(opening),
+            "{openings:?}"
+        );
     }
     // The primary recovers: the next probe closes the breaker, and the next
     // opening is the base again.
@@ -97,7 +103,7 @@ async fn probes_that_time_out_double_the_opening_up_to_the_cap_and_a_close_reset
     let calls = a.requests();
     let reopened = (calls[before + 1].arrived - calls[before].arrived).as_millis();
     assert!(
-        (100..160).contains(&reopened),
+        (95..160).contains(&reopened),
         "after a close, the base again: {reopened}"
     );
 }
