@@ -112,6 +112,12 @@ async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
     );
     assert_eq!(claimed.from, Some(JobStatus::Queued));
     assert!(claimed.job.run_id.is_some());
+    let counts = store.counts().await.expect("counts");
+    assert_eq!(
+        (counts.queued, counts.running, counts.oldest_queued),
+        (1, 1, Some(second.created_at)),
+        "the oldest queued is the second now"
+    );
     let waiting = RunEnd::Waiting {
         error: json!({"code": "upstream_busy"}),
         until: at(500),

@@ -103,3 +103,36 @@ impl Metrics {
         self.inner.timing.job_queue_age.set(age.as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_folded_by_upkeep_are_still_counted_and_every_phase_renders_from_the_start() {
+        let metrics = Metrics::new();
+        metrics.register_upstream("a");
+        let text = metrics.render();
+        for phase in Phase::ALL {
+            let series = format!(
+                "ladle_upstream_phase_seconds_count{{upstream=\"a\",phase=\"{}\"}} 0",
+                phase.name()
+            );
+            assert!(text.contains(&series), "{series} in\n{text}");
+        }
+        for _ in 0..1000 {
+            metrics.phases("a", |observe| observe(Phase::Head, 0.02));
+            metrics.queue_wait(Duration::from_millis(3));
+        }
+        metrics.upkeep();
+        metrics.phases("a", |observe| observe(Phase::Head, 0.02));
+        let text = metrics.render();
+        let head = "ladle_upstream_phase_seconds_count{upstream=\"a\",phase=\"head\"} 1001";
+        assert!(text.contains(head), "{text}");
+        assert!(
+            text.contains("ladle_queue_wait_seconds_count 1000"),
+            "{text}"
+        );
+        assert!(text.contains("ladle_job_queue_age_seconds 0"), "{text}");
+    }
+}

@@ -272,8 +272,10 @@ async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
     let Submitted::Accepted(queued) = queued else {
         panic!("accepted");
     };
+    let second = job("b", at(1));
+    let second_at = second.created_at;
     assert!(matches!(
-        b.submit(job("b", at(1)), 2).await.expect("writes"),
+        b.submit(second, 2).await.expect("writes"),
         Submitted::Accepted(_)
     ));
     b.claim(at(2), LEASE).await.expect("claims").expect("a job");
@@ -285,6 +287,11 @@ async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
     assert_eq!(
         (counts.queued, counts.running, counts.retry_wait),
         (1, 1, 0)
+    );
+    assert_eq!(
+        counts.oldest_queued,
+        Some(second_at),
+        "b's job waits, a's runs"
     );
     b.cancel(&queued.id, "", at(4)).await.expect("writes");
     assert!(matches!(
