@@ -10,6 +10,7 @@ use super::auth::{Admin, PromptName};
 use crate::error::ApiError;
 use crate::ops::request_id::RequestId;
 use crate::state::AppState;
+use crate::trace::TraceContext;
 
 /// `GET /admin/cache/{task}`: `{"task": …, "entries": N}`.
 pub async fn count(
@@ -25,12 +26,14 @@ pub async fn count(
 pub async fn forget(
     _: Admin,
     request_id: RequestId,
+    trace: TraceContext,
     PromptName(task): PromptName,
     State(app): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
     let deleted = app.cache.forget(&task).await.map_err(unavailable)?;
     tracing::info!(
         request_id = %request_id,
+        trace_id = %trace.id(),
         who = "admin token holder",
         task,
         deleted,

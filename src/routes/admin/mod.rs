@@ -31,6 +31,7 @@ use crate::prompts::render;
 use crate::prompts::spec::{MAX_SOURCE_BYTES, RenderFailed};
 use crate::prompts::{Prompt, PromptStore, StoreError};
 use crate::state::AppState;
+use crate::trace::TraceContext;
 
 /// The editor page, embedded in the binary.
 const PAGE: &str = include_str!("../admin_page.html");
@@ -134,6 +135,7 @@ async fn save(
     PromptName(name): PromptName,
     State(app): State<AppState>,
     request_id: RequestId,
+    trace: TraceContext,
     request: Request,
 ) -> Result<Response, ApiError> {
     let if_match = if_match(request.headers())?;
@@ -156,7 +158,7 @@ async fn save(
     } else {
         (StatusCode::OK, "replace")
     };
-    log_change(&request_id, what, &name, Some(&saved.etag));
+    log_change((&request_id, &trace), what, &name, Some(&saved.etag));
     Ok(changed(status, &name, &saved.etag))
 }
 
@@ -165,6 +167,7 @@ async fn remove(
     PromptName(name): PromptName,
     State(app): State<AppState>,
     request_id: RequestId,
+    trace: TraceContext,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let if_match = if_match(&headers)?;
@@ -172,7 +175,7 @@ async fn remove(
         let name = name.clone();
         on_store(&app, move |store| store.delete(&name, if_match.as_deref())).await?;
     }
-    log_change(&request_id, "delete", &name, None);
+    log_change((&request_id, &trace), "delete", &name, None);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -219,6 +222,7 @@ async fn rollback(
     PromptName(name): PromptName,
     State(app): State<AppState>,
     request_id: RequestId,
+    trace: TraceContext,
     JsonBody(body): JsonBody<RollbackRequest>,
 ) -> Result<Response, ApiError> {
     let saved = {
@@ -227,7 +231,7 @@ async fn rollback(
         on_store(&app, move |store| store.rollback(&name, &version)).await?
     };
     log_change(
-        &request_id,
+        (&request_id, &trace),
         &format!("rollback to {}", body.version),
         &name,
         Some(&saved.etag),
@@ -309,9 +313,15 @@ async fn off_loop<T: Send + 'static>(
         .map_err(|_| ApiError::Storage("the admin call failed".into()))?
 }
 
-fn log_change(request_id: &RequestId, what: &str, name: &str, etag: Option<&str>) {
+fn log_change(
+    (request_id, trace): (&RequestId, &TraceContext),
+    what: &str,
+    name: &str,
+    etag: Option<&str>,
+) {
     tracing::info!(
         request_id = %request_id,
+        trace_id = %trace.id(),
         who = "admin token holder",
         what,
         prompt = name,

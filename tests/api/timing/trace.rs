@@ -179,3 +179,23 @@ async fn every_log_line_of_the_request_names_its_trace() {
     let sent = header(&upstream.requests()[2].head, "traceparent").expect("sent");
     assert_eq!(parts(&sent).0, started);
 }
+
+#[tokio::test]
+async fn an_admin_change_is_logged_with_its_trace() {
+    let upstream = MockUpstream::start().await;
+    let env = [("LADLE_ADMIN_TOKEN", ADMIN_TOKEN)];
+    let mut gateway = LadleProcess::start(&upstream.url, &env).await;
+    let deleted = gateway
+        .admin(reqwest::Method::DELETE, "/admin/prompts/fridge")
+        .header("x-request-id", "admin-delete")
+        .header("traceparent", callers())
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    gateway.terminate();
+    gateway.exited(Duration::from_secs(5)).await;
+    let changed = gateway.lines_of("admin-delete", "prompt changed through the admin API");
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(changed[0]["trace_id"], TRACE_ID, "{}", changed[0]);
+}
