@@ -58,8 +58,13 @@ async fn a_prompt_file_over_1_mib_on_disk_is_broken_and_a_good_earlier_version_k
     app.upstream().fallback(sse_answer(&["好"]));
     // Act: both files grow past 1 MiB, one with a good version before.
     let dir = &app.prompts_dir;
-    std::fs::write(dir.join("kept.toml"), padded_prompt("新版", MIB + 1)).expect("write");
-    std::fs::write(dir.join("fresh.toml"), padded_prompt("新", MIB + 1)).expect("write");
+    // Each in one step (a rename): the padding is a trailing comment, so a reload
+    // that read a half-written file would find a good small prompt in it.
+    for (name, marker) in [("kept", "新版"), ("fresh", "新")] {
+        let next = dir.join(format!("{name}.next"));
+        std::fs::write(&next, padded_prompt(marker, MIB + 1)).expect("write");
+        std::fs::rename(&next, dir.join(format!("{name}.toml"))).expect("rename");
+    }
     // Assert
     let what = "/readyz to report both files broken";
     let ready = eventually(millis(2000), what, async || {
