@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::clients::{KEY_A, KEY_B, chat_as, keys_file, rate_limited, with_keys};
+use crate::clients::{KEY_A, KEY_B, chat_as, keys_file, rate_limited, retry_after, with_keys};
 use crate::support::mock_upstream::*;
 use crate::support::redis::RedisServer;
 use crate::support::*;
 
-/// Two per second, four at once.
-const FLEET_RATE: &str = "rate_per_s = 2\nburst = 4";
+/// Four at once, then one every 4 s: what a test's few rounds refill (a round is
+/// 250 ms) never adds up to a token.
+const FLEET_RATE: &str = "rate_per_s = 0.25\nburst = 4";
 
 /// What the fleet has told Redis it took of key `name`: every replica's field
 /// of `ladle:rate:{name}`, summed.
@@ -49,7 +50,7 @@ async fn what_one_replica_let_through_the_other_refuses_within_a_second() {
         assert_eq!(chat_as(&a, KEY_A).await.status(), 200);
     }
     let last_on_a = Instant::now();
-    rate_limited(chat_as(&a, KEY_A).await, "1").await;
+    rate_limited(chat_as(&a, KEY_A).await, "4").await;
     // A's round tells Redis; then a round of B's that shares a probe token B
     // took after that has heard A's four. (Each request made to find out would
     // take one of B's own tokens, so B is asked once, when it must know.)
@@ -66,7 +67,12 @@ async fn what_one_replica_let_through_the_other_refuses_within_a_second() {
         async || shared_takings(&redis, "probe").await == 1,
     )
     .await;
-    rate_limited(chat_as(&b, KEY_A).await, "1").await;
+    // B's bucket lost A's four in a round of its own: its next token is about
+    // 4 s off, less what refilled since that round (under a second).
+    let refused = chat_as(&b, KEY_A).await;
+    let seconds: u64 = retry_after(&refused).parse().expect("whole seconds");
+    assert!(seconds >= 3, "Retry-After: {seconds}");
+    rate_limited(refused, &seconds.to_string()).await;
     let knew = last_on_a.elapsed();
     assert!(knew <= Duration::from_millis(1500), "B knew after {knew:?}");
     assert_eq!(upstream.requests().len(), 4 + 1, "A's four and B's probe");
