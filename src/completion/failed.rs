@@ -109,16 +109,20 @@ impl Completion {
         }
     }
 
-    /// Counts an ended attempt by outcome and upstream, and tells its breaker.
+    /// An attempt is over: its outcome and phases counted, its upstream's recent
+    /// attempts and its breaker told.
     pub(super) fn count_attempt(&mut self, outcome: Outcome, counted: Counted) {
         let Some(index) = self.order.as_ref().map(|order| order.current()) else {
             return;
         };
-        self.shared
-            .metrics
-            .attempt(outcome, &self.shared.upstreams[index].name);
+        let (metrics, upstream) = (&self.shared.metrics, &self.shared.upstreams[index].name);
+        metrics.attempt(outcome, upstream);
+        let phases = self.phases();
+        if let Some(phases) = phases {
+            phases.record(metrics, upstream);
+        }
+        let first_output_ms = phases.and_then(|p| p.millis().first_output_ms);
         self.in_attempt = None;
-        let first_output_ms = self.phases().and_then(|p| p.millis().first_output_ms);
         self.shared.guards[index].recent.ended(Ended {
             outcome,
             first_output_ms,

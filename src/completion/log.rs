@@ -20,8 +20,8 @@ impl Completion {
 
     /// One line per attempt: what happened (`outcome`; for a failure its `reason`
     /// and `detail`), what the loop does next (`decision` = `retry` after
-    /// `wait_ms`, or `stop`), and where its time went (the phases, also observed
-    /// in `ladle_upstream_phase_seconds`).
+    /// `wait_ms`, or `stop`), and where its time went (the phases, which
+    /// `count_attempt` observes in `ladle_upstream_phase_seconds`).
     pub(super) fn log_attempt(
         &self,
         outcome: Outcome,
@@ -38,11 +38,7 @@ impl Completion {
             None => (None, None),
         };
         let upstream = self.upstream().map(|u| u.name.as_str());
-        let phases = self.phases();
-        if let (Some(phases), Some(upstream)) = (phases, upstream) {
-            phases.record(&self.shared.metrics, upstream);
-        }
-        let at = phases.map(Phases::millis).unwrap_or_default();
+        let at = self.phases().map(Phases::millis).unwrap_or_default();
         tracing::info!(
             request_id = %self.job.request_id,
             trace_id = %self.job.trace.id(),

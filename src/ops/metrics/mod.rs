@@ -35,6 +35,13 @@ static METADATA: Metadata<'static> = Metadata::new("ladle", Level::INFO, None);
 /// One counter per attempt outcome.
 type Outcomes = Vec<(&'static str, Counter)>;
 
+/// One upstream's series: `ladle_upstream_attempts_total` by outcome and
+/// `ladle_upstream_phase_seconds` by phase.
+struct UpstreamSeries {
+    outcomes: Outcomes,
+    phases: [Histogram; 5],
+}
+
 /// The app's metrics.
 #[derive(Clone)]
 pub struct Metrics {
@@ -52,9 +59,9 @@ struct RequestSeries {
 struct Inner {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    /// `ladle_upstream_attempts_total` handles, per upstream then outcome,
-    /// registered when an upstream is (so every series renders from the start).
-    attempts: Mutex<Vec<(Box<str>, Outcomes)>>,
+    /// Each upstream's series, registered when the upstream is (so every series
+    /// renders from the start).
+    upstreams: Mutex<Vec<(Box<str>, UpstreamSeries)>>,
     retries: Vec<(&'static str, Counter)>,
     /// `ladle_requests_total` handles by route and status, made on first use: a
     /// lookup here costs no allocation, registering a key costs three.
@@ -109,7 +116,7 @@ impl Metrics {
             inner: Arc::new(Inner {
                 recorder,
                 handle,
-                attempts: Mutex::default(),
+                upstreams: Mutex::default(),
                 retries,
                 requests: Mutex::default(),
                 duration,
@@ -125,7 +132,6 @@ impl Metrics {
     /// Registers an upstream's series, so they render before its first attempt.
     pub fn register_upstream(&self, upstream: &str) {
         self.with_upstream(upstream, |_| ());
-        self.phases(upstream, |_| ());
         self.throttled_counter(upstream).increment(0);
     }
 
@@ -136,7 +142,7 @@ impl Metrics {
 
     /// Counts an ended attempt by outcome and upstream.
     pub fn attempt(&self, outcome: Outcome, upstream: &str) {
-        self.with_upstream(upstream, |counters| count(counters, outcome.name()));
+        self.with_upstream(upstream, |series| count(&series.outcomes, outcome.name()));
     }
 
     /// Counts what an `Idempotency-Key` led to: `executed`, `replayed`, `joined`
@@ -212,21 +218,19 @@ impl Metrics {
             .increment(1);
     }
 
-    fn with_upstream<T>(
-        &self,
-        upstream: &str,
-        f: impl FnOnce(&[(&'static str, Counter)]) -> T,
-    ) -> T {
+    /// Runs `f` with the upstream's series, registering them on first use.
+    fn with_upstream<T>(&self, upstream: &str, f: impl FnOnce(&UpstreamSeries) -> T) -> T {
         // A poisoned lock only means another request panicked mid-lookup.
         let mut known = self
             .inner
-            .attempts
+            .upstreams
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, counters)) = known.iter().find(|(name, _)| **name == *upstream) {
-            return f(counters);
+        if let Some((_, series)) = known.iter().find(|(name, _)| **name == *upstream) {
+            return f(series);
         }
-        let counters: Outcomes = Outcome::ALL
+        let recorder = &self.inner.recorder;
+        let outcomes: Outcomes = Outcome::ALL
             .iter()
             .map(|outcome| {
                 let outcome = outcome.name();
@@ -235,14 +239,15 @@ impl Metrics {
                     Label::new("upstream", upstream.to_owned()),
                 ];
                 let key = Key::from_parts("ladle_upstream_attempts_total", labels);
-                (
-                    outcome,
-                    self.inner.recorder.register_counter(&key, &METADATA),
-                )
+                (outcome, recorder.register_counter(&key, &METADATA))
             })
             .collect();
-        let answer = f(&counters);
-        known.push((upstream.into(), counters));
+        let series = UpstreamSeries {
+            outcomes,
+            phases: timing::phase_histograms(recorder, upstream),
+        };
+        let answer = f(&series);
+        known.push((upstream.into(), series));
         answer
     }
 

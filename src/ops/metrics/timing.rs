@@ -1,7 +1,6 @@
 //! Where the time goes (contract 9): each phase of an attempt per upstream, the
 //! wait for an in-flight slot, and the age of the oldest queued job.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use metrics::{Gauge, Histogram, Key, Label, Recorder};
@@ -43,9 +42,6 @@ impl Phase {
 
 /// The handles of this file's series.
 pub(super) struct Timing {
-    /// Per upstream, one histogram per phase (in `Phase::ALL`'s order),
-    /// registered with the upstream so every series renders from the start.
-    phases: Mutex<Vec<(Box<str>, [Histogram; 5])>>,
     queue_wait: Histogram,
     job_queue_age: Gauge,
 }
@@ -58,39 +54,30 @@ impl Timing {
             recorder.register_gauge(&Key::from_name("ladle_job_queue_age_seconds"), &METADATA);
         job_queue_age.set(0.0);
         Timing {
-            phases: Mutex::default(),
             queue_wait,
             job_queue_age,
         }
     }
 }
 
+/// One upstream's phase histograms, in `Phase::ALL`'s order.
+pub(super) fn phase_histograms(recorder: &PrometheusRecorder, upstream: &str) -> [Histogram; 5] {
+    Phase::ALL.map(|phase| {
+        let labels = vec![
+            Label::new("upstream", upstream.to_owned()),
+            Label::new("phase", phase.name()),
+        ];
+        let key = Key::from_parts("ladle_upstream_phase_seconds", labels);
+        recorder.register_histogram(&key, &METADATA)
+    })
+}
+
 impl Metrics {
     /// Lets `observe` record phases of one attempt on `upstream`.
     pub fn phases(&self, upstream: &str, observe: impl FnOnce(&mut dyn FnMut(Phase, f64))) {
-        let timing = &self.inner.timing;
-        // A poisoned lock only means another request panicked mid-lookup.
-        let mut known = timing
-            .phases
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let index = match known.iter().position(|(name, _)| **name == *upstream) {
-            Some(index) => index,
-            None => {
-                let histograms = Phase::ALL.map(|phase| {
-                    let labels = vec![
-                        Label::new("upstream", upstream.to_owned()),
-                        Label::new("phase", phase.name()),
-                    ];
-                    let key = Key::from_parts("ladle_upstream_phase_seconds", labels);
-                    self.inner.recorder.register_histogram(&key, &METADATA)
-                });
-                known.push((upstream.into(), histograms));
-                known.len() - 1
-            }
-        };
-        let histograms = &known[index].1;
-        observe(&mut |phase, seconds| histograms[phase as usize].record(seconds));
+        self.with_upstream(upstream, |series| {
+            observe(&mut |phase, seconds| series.phases[phase as usize].record(seconds));
+        });
     }
 
     /// Observes a request's wait for its in-flight slot (and its task's).
