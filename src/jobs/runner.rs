@@ -71,6 +71,9 @@ struct Shared {
     changes: watch::Sender<u64>,
     /// Asks the loop to look for work now (a submit).
     wake: tokio::sync::Notify,
+    /// Cancelled at the shutdown signal: no run starts after it, while requests
+    /// still drain and the background work goes on.
+    claiming: CancellationToken,
 }
 
 impl Runner {
@@ -86,6 +89,7 @@ impl Runner {
                 running: Mutex::default(),
                 changes: watch::channel(0).0,
                 wake: tokio::sync::Notify::new(),
+                claiming: CancellationToken::new(),
             }),
         }
     }
@@ -120,6 +124,7 @@ impl Runner {
                 };
                 tokio::select! {
                     () = stopping.cancelled() => break,
+                    () = shared.claiming.cancelled() => break,
                     () = shared.wake.notified() => idle = false,
                     () = tokio::time::sleep(pause) => {}
                 }
@@ -132,6 +137,11 @@ impl Runner {
                 tokio::time::sleep(shared.settings.tick).await;
             }
         }));
+    }
+
+    /// The shutdown signal: runs already going finish, no other starts here.
+    pub fn stop_claiming(&self) {
+        self.shared.claiming.cancel();
     }
 
     /// A new job was written: it is worth looking for work before the next tick.
@@ -178,7 +188,7 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
         }
     }
     renew(shared).await;
-    while !stopping.is_cancelled() {
+    while !stopping.is_cancelled() && !shared.claiming.is_cancelled() {
         let Ok(slot) = shared.slots.clone().try_acquire_owned() else {
             break;
         };

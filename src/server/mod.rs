@@ -73,6 +73,12 @@ pub async fn serve(
     }
     let background = state.background.clone();
     let drain = longest_deadline(&state) + DRAIN_SLACK;
+    // At the signal, no job run starts here any more; the ones going finish.
+    let jobs = state.jobs.clone();
+    let shutdown = async move {
+        shutdown.await;
+        jobs.stop_claiming();
+    };
     let result = serve_connections(listener, state, shutdown).await;
     // Job runs that began before the signal finish within their deadline.
     if !background.drain(drain).await {

@@ -204,3 +204,43 @@ async fn a_second_serve_on_a_file_in_use_stops_naming_ladle_state_db() {
     assert!(!status.success());
     assert!(text.contains("LADLE_STATE_DB"), "{text}");
 }
+
+#[tokio::test]
+async fn no_run_starts_after_sigterm_while_a_stream_still_drains() {
+    let upstream = MockUpstream::start().await;
+    // The job's run (300 ms), then a chat stream that outlasts it (about 1 s);
+    // a run started after the signal would get the fallback.
+    upstream.push([
+        paced_answer(&[r#"{"ideas": ["慢"]}"#], 300),
+        paced_answer(&["慢", "慢", "慢", "炖", "好"], 250),
+    ]);
+    upstream.fallback(paced_answer(&[r#"{"ideas": ["晚"]}"#], 10));
+    let db = temp_dir("jobs-sigterm-drain").join("state.db");
+    // One worker thread: the stream's connection is the one the drain waits for.
+    let one = [("LADLE_JOB_CONCURRENCY", "1"), ("LADLE_WORKERS", "1")];
+    let mut gateway = serve_on(&db, &upstream, &one).await;
+    let running = submit_to(&gateway, "first").await;
+    let queued = submit_to(&gateway, "second").await;
+    upstream_has(&upstream, 1).await;
+    let stream = gateway.chat(true).await;
+    assert_eq!(stream.status(), 200);
+    upstream_has(&upstream, 2).await;
+    gateway.terminate();
+    // The stream is read to its end while the process drains; the run ends first.
+    assert_eq!(
+        streamed_text(&stream.text().await.expect("body")),
+        "慢慢慢炖好"
+    );
+    gateway.exited(Duration::from_secs(5)).await;
+    assert_eq!(upstream.requests().len(), 2, "no run after the signal");
+    let lines = gateway.all_lines();
+    assert_eq!(
+        status_changes(&lines, &queued),
+        [(Value::Null, json!("queued"), 0)]
+    );
+    assert_eq!(
+        status_changes(&lines, &running).len(),
+        3,
+        "queued, running, succeeded"
+    );
+}
