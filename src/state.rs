@@ -30,9 +30,21 @@ use crate::prompts::{FileStore, PromptStore, RedisPrompts};
 use crate::state_file::StateFile;
 use crate::upstream::{ClientOptions, Upstream};
 
-/// Everything a handler may use.
+/// Everything a handler may use, shared: every request clones it (the router,
+/// the middleware), and one count beats one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<App>);
+
+impl std::ops::Deref for AppState {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub struct App {
     /// The validated configuration.
     pub config: Arc<Config>,
     /// Upstreams, limits and metrics shared by all completions.
@@ -103,7 +115,7 @@ impl AppState {
             }
             None => None,
         };
-        Ok(AppState {
+        Ok(AppState(Arc::new(App {
             config: Arc::new(config),
             upstreams,
             prompts,
@@ -115,7 +127,7 @@ impl AppState {
             cache,
             clients,
             tasks: Arc::new(Bulkheads::new("task", metrics_for_tasks)),
-        })
+        })))
     }
 }
 

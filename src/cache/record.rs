@@ -2,7 +2,8 @@
 //! since the state file and a fleet's Redis outlive the build that wrote them.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::completion::Output;
 
 /// The version of the stored encoding.
 pub const VERSION: u8 = 1;
@@ -16,7 +17,7 @@ pub struct Kept {
     /// every lookup.
     pub request: String,
     /// The task's normalized output.
-    pub output: Value,
+    pub output: Output,
     /// The model that answered.
     pub model: String,
     /// The upstream that answered.
@@ -33,7 +34,7 @@ impl Kept {
 
     /// Its stored encoding.
     pub fn encode(&self) -> String {
-        // A `Value` and plain fields always serialize.
+        // JSON text and plain fields always serialize.
         serde_json::to_string(self).unwrap_or_default()
     }
 
@@ -50,6 +51,8 @@ impl Kept {
 mod tests {
     use serde_json::json;
 
+    use crate::completion::Output;
+
     use super::*;
 
     #[test]
@@ -57,7 +60,7 @@ mod tests {
         let kept = Kept {
             v: VERSION,
             request: r#"{"task":"recipe"}"#.into(),
-            output: json!({"title": "宫保鸡丁"}),
+            output: Output::of(&json!({"title": "宫保鸡丁"})),
             model: "glm-4-plus".into(),
             upstream: "primary".into(),
             made_at: 1_796_126_791_000,

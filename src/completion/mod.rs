@@ -13,6 +13,7 @@ pub mod attempt;
 mod failed;
 mod job;
 mod log;
+mod output;
 mod phases;
 mod progress;
 pub mod recent;
@@ -20,6 +21,7 @@ mod shared;
 mod start;
 
 pub use job::{CompletionRoute, Job, Slots};
+pub use output::Output;
 pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
 
@@ -181,7 +183,7 @@ impl Completion {
         let output = match self.job.output {
             None => None,
             Some(kind) => match normalize::normalize(kind, self.answer.content()) {
-                Ok(value) => Some(value),
+                Ok(value) => Some(Output::of(&value)),
                 Err(invalid) => {
                     return self.on_failure(AttemptFailure::new(FailureKind::InvalidOutput(
                         invalid.to_string(),

@@ -47,7 +47,7 @@ pub struct Finished {
     /// The upstream completion's id and model.
     pub meta: Meta,
     /// The normalized output, when the job asked for an output kind.
-    pub output: Option<Value>,
+    pub output: Option<super::Output>,
     /// Attempts made, the successful one included.
     pub attempts: u32,
     /// The upstream that answered.

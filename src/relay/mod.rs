@@ -17,13 +17,14 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::completion::{CompletionRoute, Finished, Progress};
 use crate::error::ApiError;
+use task_events::ResultBody;
 
 /// The shape of answer a request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,13 +65,32 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// The whole `200` body of a finished completion (also what is kept for an
-    /// idempotency key's repeats).
+    /// The whole `200` body of a finished completion, as a `Value`: what is kept
+    /// for an idempotency key's repeats and as a job's result.
     pub fn body(&self, finished: &Finished) -> Value {
         match &self.route {
             CompletionRoute::Chat => wire::completion_body(finished, &self.request_id, &self.model),
             CompletionRoute::Task(task) => {
-                task_events::result_body(finished, task, &self.request_id)
+                let body = ResultBody::of(finished, task, &self.request_id);
+                // Plain fields and JSON text always make a `Value`.
+                serde_json::to_value(body).unwrap_or_default()
+            }
+        }
+    }
+
+    /// The same body as the JSON text the client is sent: a task's output goes in
+    /// as the text it was written as once.
+    pub fn body_text(&self, finished: &Finished) -> Vec<u8> {
+        match &self.route {
+            CompletionRoute::Chat => self.body(finished).to_string().into_bytes(),
+            CompletionRoute::Task(task) => {
+                let body = ResultBody::of(finished, task, &self.request_id);
+                let output = finished.output.as_ref().map_or(0, |o| o.json().len());
+                // Room for the output and the meta around it, written once.
+                let mut text = Vec::with_capacity(output + 512);
+                // Plain fields and JSON text always serialize.
+                let _ = serde_json::to_writer(&mut text, &body);
+                text
             }
         }
     }
@@ -82,7 +102,7 @@ impl Reply {
     ) -> Response {
         match self.shape {
             ResponseShape::ChatJson | ResponseShape::TaskJson => match outcome(progress).await {
-                Ok(finished) => axum::Json(self.body(&finished)).into_response(),
+                Ok(finished) => json_response(self.body_text(&finished)),
                 Err((error, attempts)) => error.into_completion_response(attempts),
             },
             ResponseShape::ChatStream => {
@@ -111,6 +131,16 @@ pub async fn outcome(
     }
     let ended = ApiError::UpstreamFailed("the completion ended without an answer".into());
     Err((ended, attempts))
+}
+
+/// A `200` of JSON text.
+fn json_response(text: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(text));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// An event-stream answer that no proxy in between buffers.

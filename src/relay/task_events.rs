@@ -11,10 +11,11 @@ use std::time::Duration;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt, stream};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::Reply;
-use crate::completion::{Finished, Progress};
+use crate::completion::{Finished, Output, Progress};
 use crate::ops::observe::LateWord;
 use crate::wall::rfc3339;
 
@@ -76,7 +77,11 @@ fn events_for(step: Progress, reply: &Reply) -> Vec<Event> {
             let reset = output_began.then(|| event("reset", &json!({ "attempt": attempt + 1 })));
             std::iter::once(retry).chain(reset).collect()
         }
-        Progress::Finished(finished) => vec![event("result", &reply.body(&finished))],
+        Progress::Finished(finished) => {
+            let text = reply.body_text(&finished);
+            let data = String::from_utf8_lossy(&text);
+            vec![Event::default().event("result").data(data)]
+        }
         Progress::Failed(error) => vec![event("error", &error.body(&reply.request_id))],
     }
 }
@@ -85,27 +90,106 @@ fn event(name: &'static str, data: &Value) -> Event {
     Event::default().event(name).data(data.to_string())
 }
 
-/// The non-streaming `200` body, also the `result` event's data.
-pub fn result_body(finished: &Finished, task: &str, request_id: &str) -> Value {
-    let mut body = json!({
-        "task": task,
-        "output": finished.output,
-        "meta": {
-            "request_id": request_id,
-            "attempts": finished.attempts,
-            "elapsed_ms": finished.elapsed.as_millis() as u64,
-            "model": finished.model,
-            "upstream": finished.upstream,
-        },
-    });
-    if let Some(usage) = &finished.usage {
-        body["meta"]["usage"] = usage.clone();
-    }
-    if let Some(cached) = finished.cache {
-        body["meta"]["cache"] = cached.name().into();
-        if let Some(at) = cached.made_at() {
-            body["meta"]["cached_at"] = rfc3339(at).into();
+/// The non-streaming `200` body, also the `result` event's data: a type, not a
+/// `Value`, so that the output's text goes in as it is.
+#[derive(Serialize)]
+pub struct ResultBody<'a> {
+    task: &'a str,
+    output: &'a Option<Output>,
+    meta: ResultMeta<'a>,
+}
+
+#[derive(Serialize)]
+struct ResultMeta<'a> {
+    request_id: &'a str,
+    attempts: u32,
+    elapsed_ms: u64,
+    model: &'a str,
+    upstream: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_at: Option<String>,
+}
+
+impl<'a> ResultBody<'a> {
+    /// The body of `finished`, task `task`'s answer to request `request_id`.
+    pub fn of(finished: &'a Finished, task: &'a str, request_id: &'a str) -> ResultBody<'a> {
+        ResultBody {
+            task,
+            output: &finished.output,
+            meta: ResultMeta {
+                request_id,
+                attempts: finished.attempts,
+                elapsed_ms: finished.elapsed.as_millis() as u64,
+                model: &finished.model,
+                upstream: &finished.upstream,
+                usage: finished.usage.as_ref(),
+                cache: finished.cache.map(|cached| cached.name()),
+                cached_at: finished.cache.and_then(|c| c.made_at()).map(rfc3339),
+            },
         }
     }
-    body
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::completion::Cached;
+
+    fn finished(usage: Option<Value>, cache: Option<Cached>) -> Finished {
+        Finished {
+            choices: Vec::new(),
+            usage,
+            meta: Default::default(),
+            output: Some(Output::of(&json!({"title": "宫保鸡丁", "servings": 2}))),
+            attempts: 2,
+            upstream: "primary".into(),
+            model: "glm".into(),
+            elapsed: Duration::from_millis(1_250),
+            cache,
+        }
+    }
+
+    #[test]
+    fn the_body_is_pinned_with_its_fields_in_their_order() {
+        let made = finished(Some(json!({"total_tokens": 9})), None);
+        assert_eq!(
+            serde_json::to_string(&ResultBody::of(&made, "recipe", "r-1")).expect("writes"),
+            r#"{"task":"recipe","output":{"title":"宫保鸡丁","servings":2},"meta":{"request_id":"r-1","attempts":2,"elapsed_ms":1250,"model":"glm","upstream":"primary","usage":{"total_tokens":9}}}"#
+        );
+        let kept = finished(
+            None,
+            Some(Cached::Hit {
+                at: 1_796_126_791_000,
+            }),
+        );
+        assert_eq!(
+            serde_json::to_string(&ResultBody::of(&kept, "recipe", "r-2")).expect("writes"),
+            r#"{"task":"recipe","output":{"title":"宫保鸡丁","servings":2},"meta":{"request_id":"r-2","attempts":2,"elapsed_ms":1250,"model":"glm","upstream":"primary","cache":"hit","cached_at":"2026-12-01T12:06:31.000Z"}}"#
+        );
+    }
+
+    #[test]
+    fn the_result_event_carries_the_same_text_as_the_json_answer() {
+        let reply = Reply {
+            shape: crate::relay::ResponseShape::TaskEvents,
+            request_id: "r-3".into(),
+            route: crate::completion::CompletionRoute::Task("recipe".into()),
+            model: "glm".into(),
+            keep_alive: None,
+        };
+        let made = finished(None, Some(Cached::Miss));
+        let text = reply.body_text(&made);
+        let value: Value = serde_json::from_slice(&text).expect("JSON");
+        assert_eq!(value, reply.body(&made));
+        assert_eq!(value["meta"]["cache"], "miss");
+        assert_eq!(value["output"]["title"], "宫保鸡丁");
+    }
 }

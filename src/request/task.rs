@@ -31,7 +31,9 @@ pub async fn task_call(
         .prompts
         .get(&name)
         .ok_or_else(|| ApiError::NotFound(format!("unknown task `{name}`")))?;
-    let rendered = render::render_off_loop(prompt.clone(), variables.clone()).await?;
+    // The variables name the request under its idempotency key, if it has one.
+    let key = key.map(|key| (key, Value::Object(variables.clone())));
+    let rendered = render::render_off_loop(prompt.clone(), variables).await?;
     reply.model = prompt
         .model
         .clone()
@@ -56,7 +58,7 @@ pub async fn task_call(
         reply,
         arrived,
         timeout,
-        key: key.map(|key| (key, Value::Object(variables))),
+        key,
         prompt: Some(prompt),
         cache_key,
         cache_control: CacheControl::default(),

@@ -11,8 +11,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::jobs::concurrently;
-use crate::load::{self, Load, quantile};
-use crate::procs;
+use crate::load::{self, quantile};
+use crate::{lean, procfs, procs};
+
+/// How a relayed chat stream ends.
+const DONE: &[u8] = b"data: [DONE]\n\n";
 
 /// A text task whose answers are kept a day, each about a recipe's size.
 const CACHED_PROMPT: &str = r#"description = "benchmark, kept"
@@ -32,12 +35,26 @@ required = true
 user = "{{ q }}"
 "#;
 
+/// One load at c=50, as measured.
+struct Figures {
+    per_s: f64,
+    /// p50 and p99, in ms.
+    ms: [f64; 2],
+    /// CPU per answer, in µs: ladle's, and the load generator's.
+    ladle_us: f64,
+    client_us: f64,
+}
+
 /// What the cache benchmark measured.
 pub struct Cache {
-    relay_per_s: f64,
-    hits: usize,
-    hits_per_s: f64,
-    hit_ms: [f64; 2],
+    requests: usize,
+    relay: Figures,
+    /// The same kept answer asked again and again, with the lean client.
+    hits: Figures,
+    /// The same, asked with reqwest (on one thread as well).
+    reqwest_hits: Figures,
+    /// `GET /healthz`, which does nothing: the machine's own floor in this run.
+    health: Figures,
     errors: usize,
     kept: usize,
     /// RSS (MiB) of a fresh ladle on an empty state file, and of one on a file of
@@ -45,8 +62,20 @@ pub struct Cache {
     rss: (f64, f64),
 }
 
-/// Runs it against the fast mock at `mock`.
-pub async fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
+/// Runs it against the fast mock at `mock`, its load from one thread: ladle's one
+/// worker and the load generator then have a core each. (With the generator on
+/// two threads as well, three busy threads share two cores, and a hit's tail is
+/// the time ladle's thread waits for a core.) The relay, the hits and `/healthz`
+/// are measured with the lean client (`lean`), the hits once more with reqwest.
+pub fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(measure(mock, scale))
+}
+
+async fn measure(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
     let prompts = procs::scratch_dir("cache-prompts")?;
     std::fs::write(prompts.join("kept.toml"), CACHED_PROMPT).map_err(|e| e.to_string())?;
     let state = procs::scratch_dir("cache-state")?;
@@ -61,27 +90,12 @@ pub async fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
     let client = load::client();
     let requests = ((20_000.0 * scale) as usize).max(1_000);
 
-    let relay = Load {
-        concurrency: 50,
-        requests,
-        chunks: 1,
-        gap_ms: 0,
-        keyed: false,
-        bearer: None,
-    };
-    let chat = format!("http://{}/v1/chat/completions", ladle.addr);
-    load::run(
-        &client,
-        std::slice::from_ref(&chat),
-        Load {
-            requests: 1_000,
-            ..relay
-        },
-    )
-    .await;
-    let relay_per_s = load::run(&client, std::slice::from_ref(&chat), relay)
-        .await
-        .rps();
+    let addr = ladle.addr;
+    let ticks = procs::clock_ticks();
+    let chat = lean::post("/v1/chat/completions", &load::body(1, 0));
+    lean::run(addr, chat.clone(), DONE, 50, 1_000).await;
+    let (relay, relay_errors) =
+        figures(&ladle, ticks, lean::run(addr, chat, DONE, 50, requests)).await;
 
     let task = format!("http://{}/v1/tasks/kept", ladle.addr);
     let ask = {
@@ -97,11 +111,25 @@ pub async fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
         move |_: usize| ask(0)
     };
     concurrently(1, 0..1, &ask).await;
+    let kept = lean::post("/v1/tasks/kept", r#"{"q": "第0问"}"#.as_bytes());
+    lean::run(addr, kept.clone(), b"}", 50, 1_000).await;
+    let (hits, hit_errors) =
+        figures(&ladle, ticks, lean::run(addr, kept, b"}", 50, requests)).await;
     concurrently(50, 0..1_000, &hit).await;
-    let started = Instant::now();
-    let (mut times, errors) = concurrently(50, 0..requests, &hit).await;
-    let hits_per_s = times.len() as f64 / started.elapsed().as_secs_f64();
-    times.sort_by(f64::total_cmp);
+    let with_reqwest = async {
+        let started = Instant::now();
+        let (mut times, errors) = concurrently(50, 0..requests, &hit).await;
+        times.sort_by(f64::total_cmp);
+        lean::Run {
+            times,
+            errors,
+            elapsed: started.elapsed(),
+        }
+    };
+    let (reqwest_hits, reqwest_errors) = figures(&ladle, ticks, with_reqwest).await;
+    let health = lean::get("/healthz");
+    let (health, health_errors) =
+        figures(&ladle, ticks, lean::run(addr, health, b"ok", 50, requests)).await;
 
     drop(ladle);
 
@@ -141,14 +169,40 @@ pub async fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
         reader.rss_kib() as f64 / 1024.0,
     );
     Ok(Cache {
-        relay_per_s,
-        hits: requests,
-        hits_per_s,
-        hit_ms: [quantile(&times, 0.5), quantile(&times, 0.99)],
-        errors,
+        requests,
+        relay,
+        hits,
+        reqwest_hits,
+        health,
+        errors: relay_errors + hit_errors + reqwest_errors + health_errors,
         kept,
         rss,
     })
+}
+
+/// Runs `load` against `ladle`, timing it and the CPU both sides spend on it
+/// (this process is the load generator): its figures and errors.
+async fn figures(
+    ladle: &procs::Proc,
+    ticks: u64,
+    load: impl Future<Output = lean::Run>,
+) -> (Figures, usize) {
+    let cpu = || {
+        let client = procfs::schedstat_ns(std::process::id()).unwrap_or_default();
+        (ladle.cpu_ns(ticks), client)
+    };
+    let before = cpu();
+    let run = load.await;
+    let after = cpu();
+    let answers = run.times.len().max(1) as f64;
+    let us = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e3 / answers;
+    let figures = Figures {
+        per_s: run.per_s(),
+        ms: [quantile(&run.times, 0.5), quantile(&run.times, 0.99)],
+        ladle_us: us(before.0, after.0),
+        client_us: us(before.1, after.1),
+    };
+    (figures, run.errors)
 }
 
 /// Asks the cached task with `q` = `n`: whether it answered `200`.
@@ -169,22 +223,34 @@ impl Cache {
     /// The figures as Markdown.
     pub fn render(&self) -> String {
         let mut out = String::from("## The answer cache\n\n");
+        let line = |what: &str, f: &Figures| {
+            format!(
+                "| {what} | {:.0} | {:.3} / **{:.3}** | {:.1} | {:.1} |\n",
+                f.per_s, f.ms[0], f.ms[1], f.ladle_us, f.client_us
+            )
+        };
         let _ = writeln!(
             out,
-            "At c=50, ladle with {} worker thread(s): its TTFT-only relay {:.0} req/s; the same \
-             kept answer (3.2 KB of text) asked {} times: {:.0} hits/s (**{:.2}×** the \
-             relay), p50 {:.3} ms, p99 **{:.3} ms**, {} errors. With {} answers kept \
-             (each its own miss, by another ladle), a fresh ladle on that file that \
-             has read every one of them once: RSS {:.1} MiB, against {:.1} MiB for a \
-             fresh ladle on an empty file: **{:+.1} MiB**.",
+            "At c=50 from a load generator on one thread, {} requests each, ladle with {} \
+             worker thread(s). Hits: **{:.2}×** the relay's rate; {} errors.\n",
+            self.requests,
             crate::env_or("LADLE_BENCH_WORKERS", 1u32),
-            self.relay_per_s,
-            self.hits,
-            self.hits_per_s,
-            self.hits_per_s / self.relay_per_s,
-            self.hit_ms[0],
-            self.hit_ms[1],
+            self.hits.per_s / self.relay.per_s,
             self.errors,
+        );
+        out.push_str(
+            "| load | per s | p50 / p99 ms | ladle µs CPU each | client µs CPU each |\n\
+             |---|---|---|---|---|\n",
+        );
+        out.push_str(&line("TTFT-only chat relay (lean client)", &self.relay));
+        out.push_str(&line("a kept answer, 3.2 KB (lean client)", &self.hits));
+        out.push_str(&line("the same with reqwest", &self.reqwest_hits));
+        out.push_str(&line("`GET /healthz` (lean client)", &self.health));
+        let _ = writeln!(
+            out,
+            "\nWith {} answers kept (each its own miss, by another ladle), a fresh ladle on \
+             that file that has read every one of them once: RSS {:.1} MiB, against {:.1} MiB \
+             for a fresh ladle on an empty file: **{:+.1} MiB**.",
             self.kept,
             self.rss.1,
             self.rss.0,

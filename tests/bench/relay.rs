@@ -30,6 +30,7 @@ mod cache;
 mod fleet;
 mod jobs;
 mod keys;
+mod lean;
 mod load;
 mod micro;
 mod mock;
@@ -128,9 +129,8 @@ fn bench() -> Result<(), String> {
         return Ok(());
     }
     if std::env::var("LADLE_BENCH_CACHE_ONLY").is_ok_and(|v| v == "1") {
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
         let mock = procs::start_mock()?;
-        let cache = runtime.block_on(cache::run(mock.addr, scale))?;
+        let cache = cache::run(mock.addr, scale)?;
         say(&format!("\n{}", cache.render()));
         return Ok(());
     }
@@ -181,7 +181,7 @@ fn bench() -> Result<(), String> {
     say("jobs: durable submits, the queue's memory, end to end…");
     let jobs = runtime.block_on(jobs_run(mock.addr, scale))?;
     say("cache: hits against the relay, the memory of kept answers…");
-    let cache = runtime.block_on(cache::run(mock.addr, scale))?;
+    let cache = cache::run(mock.addr, scale)?;
     say("keys: ladle without and with client keys…");
     let keys = runtime.block_on(keys::run(&mock, scale, rounds, ticks))?;
     drop(mock);

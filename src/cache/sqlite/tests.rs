@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::SqliteCache;
 use crate::cache::{AnswerCache, AnswerKey, Kept};
+use crate::completion::Output;
 use crate::state_file::StateFile;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -33,7 +34,7 @@ fn kept(key: &AnswerKey, dish: &str) -> Kept {
     Kept {
         v: 1,
         request: key.request.clone(),
-        output: json!({"title": dish}),
+        output: Output::of(&json!({"title": dish})),
         model: "m".into(),
         upstream: "primary".into(),
         made_at: crate::wall::unix_millis(),
@@ -47,7 +48,12 @@ async fn put(cache: &SqliteCache, dish: &str) {
 
 async fn title(cache: &SqliteCache, dish: &str) -> Option<String> {
     let found = cache.get(&key(dish)).await.expect("read");
-    found.map(|kept| kept.output["title"].as_str().unwrap_or_default().to_owned())
+    found.map(|kept| {
+        kept.output.value()["title"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    })
 }
 
 #[tokio::test]

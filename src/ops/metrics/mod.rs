@@ -66,6 +66,8 @@ struct Inner {
     /// `ladle_requests_total` handles by route and status, made on first use: a
     /// lookup here costs no allocation, registering a key costs three.
     requests: Mutex<Vec<RequestSeries>>,
+    /// The task counters' handles, made on first use (`work`).
+    task_series: Mutex<Vec<work::TaskSeries>>,
     duration: Histogram,
     first_output: Histogram,
     inflight: Gauge,
@@ -119,6 +121,7 @@ impl Metrics {
                 upstreams: Mutex::default(),
                 retries,
                 requests: Mutex::default(),
+                task_series: Mutex::default(),
                 duration,
                 first_output,
                 inflight,

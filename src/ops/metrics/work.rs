@@ -1,9 +1,23 @@
 //! The counters of work that outlives a request (contract 7.4): jobs, their runs,
 //! webhooks and the answer cache.
 
-use metrics::{Key, Label, Recorder};
+use metrics::{Counter, Key, Label, Recorder};
 
 use super::{METADATA, Metrics};
+
+/// The most task counter handles held; past them (only a hundred task names count
+/// by name anyway), a counter is registered on each use.
+const MOST_TASK_SERIES: usize = 1_000;
+
+/// One `name{task, label}` counter's handle, found again without building its
+/// labels and registering them: the cache counts three on every answer, and that
+/// was a tenth of a hit's work.
+pub(super) struct TaskSeries {
+    name: &'static str,
+    label: (&'static str, &'static str),
+    task: Box<str>,
+    counter: Counter,
+}
 
 impl Metrics {
     /// Sets `ladle_jobs{status}` for the unfinished statuses.
@@ -51,12 +65,34 @@ impl Metrics {
         &self,
         name: &'static str,
         task: &str,
-        (key, value): (&'static str, &'static str),
+        label: (&'static str, &'static str),
         by: u64,
     ) {
-        let task = self.inner.bounded.value(name, "task", task);
-        let labels = vec![Label::new("task", task), Label::new(key, value)];
-        self.labelled_counter(name, labels).increment(by);
+        // A poisoned lock only means another request panicked mid-lookup.
+        let mut known = self
+            .inner
+            .task_series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = known
+            .iter()
+            .find(|s| s.name == name && s.label == label && *s.task == *task);
+        if let Some(series) = found {
+            series.counter.increment(by);
+            return;
+        }
+        let bounded = self.inner.bounded.value(name, "task", task);
+        let labels = vec![Label::new("task", bounded), Label::new(label.0, label.1)];
+        let counter = self.labelled_counter(name, labels);
+        counter.increment(by);
+        if known.len() < MOST_TASK_SERIES {
+            known.push(TaskSeries {
+                name,
+                label,
+                task: task.into(),
+                counter,
+            });
+        }
     }
 
     /// Counts a webhook attempt by what it led to (`delivered`, `retry`, `failed`).
@@ -64,5 +100,37 @@ impl Metrics {
         let labels = vec![Label::new("outcome", outcome)];
         self.labelled_counter("ladle_webhook_deliveries_total", labels)
             .increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::labels::MOST_VALUES;
+    use super::*;
+
+    #[test]
+    fn task_counters_found_again_still_count_and_their_names_stay_bounded() {
+        let metrics = Metrics::new();
+        for _ in 0..3 {
+            metrics.cache("recipe", "hit");
+        }
+        metrics.cache("recipe", "miss");
+        metrics.job_run("recipe", "2xx");
+        for i in 0..MOST_VALUES + 5 {
+            metrics.cache(&format!("task-{i}"), "miss");
+        }
+        // `recipe` and the first 99 hold the hundred names; the other six, and
+        // one of them again, count as `other`.
+        metrics.cache(&format!("task-{}", MOST_VALUES + 1), "miss");
+        let text = metrics.render();
+        for series in [
+            r#"ladle_cache_total{task="recipe",outcome="hit"} 3"#,
+            r#"ladle_cache_total{task="recipe",outcome="miss"} 1"#,
+            r#"ladle_cache_total{task="recipe",outcome="stale"} 0"#,
+            r#"ladle_job_runs_total{task="recipe",outcome="2xx"} 1"#,
+            r#"ladle_cache_total{task="other",outcome="miss"} 7"#,
+        ] {
+            assert!(text.contains(series), "missing {series} in\n{text}");
+        }
     }
 }
