@@ -11,11 +11,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::jobs::concurrently;
-use crate::load::{self, quantile};
-use crate::{lean, procfs, procs};
-
-/// How a relayed chat stream ends.
-const DONE: &[u8] = b"data: [DONE]\n\n";
+use crate::load::{self, Load, quantile};
+use crate::{procfs, procs};
 
 /// A text task whose answers are kept a day, each about a recipe's size.
 const CACHED_PROMPT: &str = r#"description = "benchmark, kept"
@@ -36,6 +33,7 @@ user = "{{ q }}"
 "#;
 
 /// One load at c=50, as measured.
+#[derive(Default)]
 struct Figures {
     per_s: f64,
     /// p50 and p99, in ms.
@@ -45,14 +43,31 @@ struct Figures {
     client_us: f64,
 }
 
+impl Figures {
+    /// Each figure's median over `rounds`.
+    fn median(rounds: &[Figures]) -> Figures {
+        let of = |figure: fn(&Figures) -> f64| {
+            let mut all: Vec<f64> = rounds.iter().map(figure).collect();
+            all.sort_by(f64::total_cmp);
+            quantile(&all, 0.5)
+        };
+        Figures {
+            per_s: of(|f| f.per_s),
+            ms: [of(|f| f.ms[0]), of(|f| f.ms[1])],
+            ladle_us: of(|f| f.ladle_us),
+            client_us: of(|f| f.client_us),
+        }
+    }
+}
+
 /// What the cache benchmark measured.
 pub struct Cache {
     requests: usize,
+    rounds: usize,
+    /// The TTFT-only chat relay.
     relay: Figures,
-    /// The same kept answer asked again and again, with the lean client.
+    /// The same kept answer asked again and again.
     hits: Figures,
-    /// The same, asked with reqwest (on one thread as well).
-    reqwest_hits: Figures,
     /// `GET /healthz`, which does nothing: the machine's own floor in this run.
     health: Figures,
     errors: usize,
@@ -65,8 +80,8 @@ pub struct Cache {
 /// Runs it against the fast mock at `mock`, its load from one thread: ladle's one
 /// worker and the load generator then have a core each. (With the generator on
 /// two threads as well, three busy threads share two cores, and a hit's tail is
-/// the time ladle's thread waits for a core.) The relay, the hits and `/healthz`
-/// are measured with the lean client (`lean`), the hits once more with reqwest.
+/// the time ladle's thread waits for a core.) `GET /healthz`, measured the same
+/// way, is what any answer costs on this machine in this run.
 pub fn run(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -89,14 +104,9 @@ async fn measure(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
     let ladle = procs::start_ladle(mock, &env)?;
     let client = load::client();
     let requests = ((20_000.0 * scale) as usize).max(1_000);
+    let rounds = crate::env_or("LADLE_BENCH_CACHE_ROUNDS", 5usize).max(1);
 
-    let addr = ladle.addr;
     let ticks = procs::clock_ticks();
-    let chat = lean::post("/v1/chat/completions", &load::body(1, 0));
-    lean::run(addr, chat.clone(), DONE, 50, 1_000).await;
-    let (relay, relay_errors) =
-        figures(&ladle, ticks, lean::run(addr, chat, DONE, 50, requests)).await;
-
     let task = format!("http://{}/v1/tasks/kept", ladle.addr);
     let ask = {
         let (client, task) = (client.clone(), task.clone());
@@ -111,25 +121,52 @@ async fn measure(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
         move |_: usize| ask(0)
     };
     concurrently(1, 0..1, &ask).await;
-    let kept = lean::post("/v1/tasks/kept", r#"{"q": "第0问"}"#.as_bytes());
-    lean::run(addr, kept.clone(), b"}", 50, 1_000).await;
-    let (hits, hit_errors) =
-        figures(&ladle, ticks, lean::run(addr, kept, b"}", 50, requests)).await;
-    concurrently(50, 0..1_000, &hit).await;
-    let with_reqwest = async {
-        let started = Instant::now();
-        let (mut times, errors) = concurrently(50, 0..requests, &hit).await;
-        times.sort_by(f64::total_cmp);
-        lean::Run {
-            times,
-            errors,
-            elapsed: started.elapsed(),
+    let health = {
+        let (client, url) = (client.clone(), format!("http://{}/healthz", ladle.addr));
+        move |_: usize| {
+            let (client, url) = (client.clone(), url.clone());
+            async move { matches!(client.get(&url).send().await, Ok(r) if r.status() == 200) }
         }
     };
-    let (reqwest_hits, reqwest_errors) = figures(&ladle, ticks, with_reqwest).await;
-    let health = lean::get("/healthz");
-    let (health, health_errors) =
-        figures(&ladle, ticks, lean::run(addr, health, b"ok", 50, requests)).await;
+    let chat = [format!("http://{}/v1/chat/completions", ladle.addr)];
+    let relay = |requests| {
+        let shape = Load {
+            concurrency: 50,
+            requests,
+            chunks: 1,
+            gap_ms: 0,
+            keyed: false,
+            bearer: None,
+        };
+        let (client, chat) = (client.clone(), chat.clone());
+        async move {
+            let sample = load::run(&client, &chat, shape).await;
+            Run {
+                times: sample.total,
+                errors: sample.errors,
+                elapsed: sample.elapsed,
+            }
+        }
+    };
+    // Warm-ups, then the rounds: the three loads in a rotating order, each
+    // figure the median of its rounds.
+    relay(1_000).await;
+    timed(1_000, &hit).await;
+    let mut measured: [Vec<Figures>; 3] = Default::default();
+    let mut errors = 0;
+    for round in 0..rounds {
+        for turn in 0..3 {
+            let load = (round + turn) % 3;
+            let (figures, failed) = match load {
+                0 => figures(&ladle, ticks, relay(requests)).await,
+                1 => figures(&ladle, ticks, timed(requests, &hit)).await,
+                _ => figures(&ladle, ticks, timed(requests, &health)).await,
+            };
+            measured[load].push(figures);
+            errors += failed;
+        }
+    }
+    let [relay, hits, health] = measured.map(|rounds| Figures::median(&rounds));
 
     drop(ladle);
 
@@ -172,12 +209,36 @@ async fn measure(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
         requests,
         relay,
         hits,
-        reqwest_hits,
         health,
-        errors: relay_errors + hit_errors + reqwest_errors + health_errors,
+        rounds,
+        errors,
         kept,
         rss,
     })
+}
+
+/// What one load's run measured.
+struct Run {
+    /// Each answered request's time (ms), sorted.
+    times: Vec<f64>,
+    errors: usize,
+    elapsed: Duration,
+}
+
+/// Runs `each` for `count` requests at c=50, timed.
+async fn timed<F, Fut>(count: usize, each: &F) -> Run
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    let started = Instant::now();
+    let (mut times, errors) = concurrently(50, 0..count, each).await;
+    times.sort_by(f64::total_cmp);
+    Run {
+        times,
+        errors,
+        elapsed: started.elapsed(),
+    }
 }
 
 /// Runs `load` against `ladle`, timing it and the CPU both sides spend on it
@@ -185,7 +246,7 @@ async fn measure(mock: SocketAddr, scale: f64) -> Result<Cache, String> {
 async fn figures(
     ladle: &procs::Proc,
     ticks: u64,
-    load: impl Future<Output = lean::Run>,
+    load: impl Future<Output = Run>,
 ) -> (Figures, usize) {
     let cpu = || {
         let client = procfs::schedstat_ns(std::process::id()).unwrap_or_default();
@@ -197,7 +258,7 @@ async fn figures(
     let answers = run.times.len().max(1) as f64;
     let us = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e3 / answers;
     let figures = Figures {
-        per_s: run.per_s(),
+        per_s: run.times.len() as f64 / run.elapsed.as_secs_f64(),
         ms: [quantile(&run.times, 0.5), quantile(&run.times, 0.99)],
         ladle_us: us(before.0, after.0),
         client_us: us(before.1, after.1),
@@ -231,10 +292,12 @@ impl Cache {
         };
         let _ = writeln!(
             out,
-            "At c=50 from a load generator on one thread, {} requests each, ladle with {} \
-             worker thread(s). Hits: **{:.2}×** the relay's rate; {} errors.\n",
-            self.requests,
+            "At c=50 from a load generator on one thread, ladle with {} worker thread(s); \
+             {} requests a load in each of {} rounds, medians. Hits: **{:.2}×** the relay's \
+             rate; {} errors.\n",
             crate::env_or("LADLE_BENCH_WORKERS", 1u32),
+            self.requests,
+            self.rounds,
             self.hits.per_s / self.relay.per_s,
             self.errors,
         );
@@ -242,10 +305,9 @@ impl Cache {
             "| load | per s | p50 / p99 ms | ladle µs CPU each | client µs CPU each |\n\
              |---|---|---|---|---|\n",
         );
-        out.push_str(&line("TTFT-only chat relay (lean client)", &self.relay));
-        out.push_str(&line("a kept answer, 3.2 KB (lean client)", &self.hits));
-        out.push_str(&line("the same with reqwest", &self.reqwest_hits));
-        out.push_str(&line("`GET /healthz` (lean client)", &self.health));
+        out.push_str(&line("TTFT-only chat relay", &self.relay));
+        out.push_str(&line("a kept answer, 3.2 KB", &self.hits));
+        out.push_str(&line("`GET /healthz`", &self.health));
         let _ = writeln!(
             out,
             "\nWith {} answers kept (each its own miss, by another ladle), a fresh ladle on \

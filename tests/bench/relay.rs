@@ -30,7 +30,6 @@ mod cache;
 mod fleet;
 mod jobs;
 mod keys;
-mod lean;
 mod load;
 mod micro;
 mod mock;
