@@ -217,7 +217,8 @@ fn demo_instructions(address: SocketAddr) -> String {
     format!(
         r#"
 ladle demo: the gateway is on {base}, in front of a simulated upstream that streams
-canned recipes, is busy every fourth request, and sometimes writes "forty-eight 克".
+canned recipes, is busy every fourth request (the second first), and sometimes
+writes "forty-eight 克".
 Paste these into another terminal (Ctrl-C here stops the demo):
 
 # A whole recipe as normalized JSON:
@@ -226,7 +227,8 @@ curl -s {base}/v1/tasks/recipe -H 'content-type: application/json' -d '{{"dish":
 # The same request again: kept, so it answers at once ("meta": {{"cache": "hit", "attempts": 0}}):
 curl -s {base}/v1/tasks/recipe -H 'content-type: application/json' -d '{{"dish": "香酥鸭", "servings": 2}}'
 
-# The same, streamed as named events (attempt, delta, retry, result):
+# Another recipe, streamed as named events; the upstream is busy at first, so
+# you see attempt, retry (and the 2 s back-off), attempt, delta, result:
 curl -N {base}/v1/tasks/recipe -H 'accept: text/event-stream' -H 'content-type: application/json' -d '{{"dish": "番茄炒蛋"}}'
 
 # Ideas from what is in the fridge:

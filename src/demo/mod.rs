@@ -2,10 +2,10 @@
 //!
 //! It behaves like the real one on a bad day, so a new user sees every mechanism
 //! at work: it streams canned recipes and fridge ideas a few characters at a time,
-//! some with reasoning first; every fourth request is told the model is busy (in a
-//! 200 stream, as the real upstream does), which the gateway retries after its
-//! back-off; and one recipe writes nutrition as "forty-eight 克", which the
-//! normalizer mends.
+//! some with reasoning first; every fourth request from the second on is told the
+//! model is busy (in a 200 stream, as the real upstream does), which the gateway
+//! retries after its back-off; and one recipe writes nutrition as "forty-eight 克",
+//! which the normalizer mends.
 
 pub mod answers;
 
@@ -85,7 +85,9 @@ async fn complete(State(demo): State<Arc<Demo>>, body: Bytes) -> Response {
         json!({"role": "assistant", "content": ""}),
         None,
     )];
-    if demo.options.busy_every > 0 && n % demo.options.busy_every == 1 && n > 1 {
+    // The second request is the first busy one: in the order `demo` prints its
+    // lines, that is the streamed recipe, which shows the retry as an event.
+    if demo.options.busy_every > 0 && n % demo.options.busy_every == 2 % demo.options.busy_every {
         events.push(
             json!({"error": {"code": "1305", "message": "当前模型访问量较大，请稍后重试"}})
                 .to_string(),

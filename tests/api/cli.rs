@@ -203,3 +203,29 @@ async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writ
         "the demo is busy now and then: {attempts:?}"
     );
 }
+
+#[tokio::test]
+async fn the_demo_streamed_recipe_shows_a_retry_when_asked_in_the_printed_order() {
+    let url = demo::start(DemoOptions {
+        chunk_gap: millis(0),
+        ..DemoOptions::default()
+    })
+    .await
+    .expect("demo upstream starts");
+    let gateway = Gateway::options().url(&url).start().await;
+    // As `demo` prints them: a recipe, the same again (the cache answers it, no
+    // upstream request), then a streamed recipe: the upstream's second request.
+    let first = json!({"dish": "香酥鸭", "servings": 2});
+    for _ in 0..2 {
+        assert_eq!(gateway.task("recipe", &first).await.status(), 200);
+    }
+    let streamed = gateway
+        .post_events("/v1/tasks/recipe", &json!({"dish": "番茄炒蛋"}))
+        .await;
+    let events = streamed.text().await.expect("the events");
+    assert!(
+        events.contains("event: retry") && events.contains(r#""reason":"busy""#),
+        "{events}"
+    );
+    assert!(events.contains("event: result"), "{events}");
+}
