@@ -177,13 +177,7 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
 
 #[tokio::test]
 async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writes_words() {
-    let url = demo::start(DemoOptions {
-        chunk_gap: millis(0),
-        ..DemoOptions::default()
-    })
-    .await
-    .expect("demo upstream starts");
-    let gateway = Gateway::options().url(&url).start().await;
+    let gateway = demo_gateway().await;
     let mut attempts = Vec::new();
     for servings in 1..=6 {
         // Another request each time: none is answered from the cache.
@@ -206,13 +200,7 @@ async fn the_demo_upstream_gives_normalized_recipes_even_when_it_is_busy_or_writ
 
 #[tokio::test]
 async fn the_demo_streamed_recipe_shows_a_retry_when_asked_in_the_printed_order() {
-    let url = demo::start(DemoOptions {
-        chunk_gap: millis(0),
-        ..DemoOptions::default()
-    })
-    .await
-    .expect("demo upstream starts");
-    let gateway = Gateway::options().url(&url).start().await;
+    let gateway = demo_gateway().await;
     // As `demo` prints them: a recipe, the same again (the cache answers it, no
     // upstream request), then a streamed recipe: the upstream's second request.
     let first = json!({"dish": "香酥鸭", "servings": 2});
@@ -228,4 +216,15 @@ async fn the_demo_streamed_recipe_shows_a_retry_when_asked_in_the_printed_order(
         "{events}"
     );
     assert!(events.contains("event: result"), "{events}");
+}
+
+/// A gateway in front of the demo's upstream, which streams without pauses.
+async fn demo_gateway() -> Gateway {
+    let url = demo::start(DemoOptions {
+        chunk_gap: millis(0),
+        ..DemoOptions::default()
+    })
+    .await
+    .expect("demo upstream starts");
+    Gateway::options().url(&url).start().await
 }
