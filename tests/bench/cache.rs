@@ -1,6 +1,8 @@
 //! The answer cache's benchmark (issue 21): at c=50, kept answers served per
-//! second against ladle's own TTFT-only relay rate in the same run, and a hit's
-//! latency; then the RSS that 10,000 kept recipe-sized answers cost.
+//! second against ladle's own TTFT-only relay rate in the same run, a hit's
+//! latency beside `GET /healthz`'s (what any answer costs here in that run), and
+//! the CPU both sides spend per answer; then the RSS that 10,000 kept
+//! recipe-sized answers cost.
 //!
 //! The cached task is a text task whose params ask the fast mock for 800 chunks
 //! (3.2 KB of text, about a recipe's size); its answers live in a SQLite state

@@ -18,7 +18,8 @@
 //!   `LADLE_BENCH_JOBS_ONLY=1` (only the jobs: durable submits into SQLite and
 //!   Redis, the queue's memory, a job's end-to-end time; they otherwise come after
 //!   the fleet), `LADLE_BENCH_CACHE_ONLY=1` (only the answer cache: hits against the
-//!   relay, and the memory of 10,000 kept answers; otherwise after the jobs),
+//!   relay and `/healthz`, and the memory of 10,000 kept answers; otherwise after
+//!   the jobs; `LADLE_BENCH_CACHE_ROUNDS`, 5, its rounds),
 //!   `LADLE_BENCH_KEYS_ONLY=1` (only ladle without and with client keys, side by
 //!   side; otherwise last), `LADLE_BENCH_BEFORE=path` (only an earlier build's
 //!   binary at `path` against this one, the same loads side by side).
