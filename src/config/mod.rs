@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::breaker::BreakerSettings;
 use crate::budget::BudgetSettings;
 use crate::failure::BusyKeywords;
+use crate::ops::telemetry::LogFormat;
 use crate::retry::RetryPolicy;
 
 use self::settings::{Millis, Sources, invalid};
@@ -38,15 +39,6 @@ pub const MAX_WORKERS: usize = 256;
 
 /// The default busy keywords of the contract.
 pub const DEFAULT_BUSY_KEYWORDS: &str = "访问量较大,访问量过大,请求过多,稍后重试,稍后再试,暂时不可用,繁忙,overloaded,unavailable,busy,rate limit,too many requests";
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// For people at a terminal.
-    Pretty,
-    /// One JSON object per line, for machines.
-    Json,
-}
 
 /// The whole validated configuration, in the shapes that run.
 #[derive(Debug, Clone)]
@@ -80,7 +72,7 @@ pub struct Config {
     /// `None` = off.
     pub stream_keepalive: Option<Duration>,
     /// How long kept idempotent results live, and how many memory keeps.
-    pub idempotency: crate::idempotency::Limits,
+    pub idempotency: crate::idempotency::limits::Limits,
     /// Which upstreams get a circuit breaker (`LADLE_BREAKER`).
     pub breaker: BreakerMode,
     /// When a breaker opens and for how long.
@@ -199,7 +191,7 @@ impl Config {
             deadline: src.get::<Millis>("LADLE_DEADLINE_MS")?.0,
             retry: retry_policy(&src)?,
             stream_keepalive: src.millis_or_off("LADLE_STREAM_KEEPALIVE_MS")?,
-            idempotency: crate::idempotency::Limits {
+            idempotency: crate::idempotency::limits::Limits {
                 ttl: src.get::<Millis>("LADLE_IDEMPOTENCY_TTL_MS")?.0,
                 max_entries: src.get("LADLE_IDEMPOTENCY_MAX_ENTRIES")?,
                 max_bytes: src.get("LADLE_IDEMPOTENCY_MAX_BYTES")?,

@@ -4,18 +4,19 @@
 //! [`IdempotencyStore`], with two variants: `memory` (one replica's) and `redis`
 //! (a fleet's, with memory while Redis is away).
 
+pub mod limits;
 mod memory;
 mod record;
 mod redis;
 mod run;
 
+pub use self::limits::Limits;
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisIdempotency;
 pub use self::run::detached;
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -127,17 +128,6 @@ fn hash_json(value: &Value, top: bool, hasher: &mut impl Hasher) {
             }
         }
     }
-}
-
-/// How long kept results live, and how many a memory store keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// `LADLE_IDEMPOTENCY_TTL_MS`.
-    pub ttl: Duration,
-    /// `LADLE_IDEMPOTENCY_MAX_ENTRIES`.
-    pub max_entries: usize,
-    /// `LADLE_IDEMPOTENCY_MAX_BYTES`: kept bodies in memory, all together.
-    pub max_bytes: usize,
 }
 
 #[cfg(test)]

@@ -13,7 +13,14 @@ use tracing_subscriber::EnvFilter;
 
 pub use json::NULL;
 
-use crate::config::LogFormat;
+/// How log lines are written (`LADLE_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// For people at a terminal.
+    Pretty,
+    /// One JSON object per line, for machines.
+    Json,
+}
 
 /// Installs the global subscriber; `RUST_LOG` refines the default `info` level.
 pub fn init(format: LogFormat) {
