@@ -158,7 +158,7 @@ async fn save(
     } else {
         (StatusCode::OK, "replace")
     };
-    log_change((&request_id, &trace), what, &name, Some(&saved.etag));
+    log_change(&request_id, &trace, what, &name, Some(&saved.etag));
     Ok(changed(status, &name, &saved.etag))
 }
 
@@ -175,7 +175,7 @@ async fn remove(
         let name = name.clone();
         on_store(&app, move |store| store.delete(&name, if_match.as_deref())).await?;
     }
-    log_change((&request_id, &trace), "delete", &name, None);
+    log_change(&request_id, &trace, "delete", &name, None);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -231,7 +231,8 @@ async fn rollback(
         on_store(&app, move |store| store.rollback(&name, &version)).await?
     };
     log_change(
-        (&request_id, &trace),
+        &request_id,
+        &trace,
         &format!("rollback to {}", body.version),
         &name,
         Some(&saved.etag),
@@ -314,7 +315,8 @@ async fn off_loop<T: Send + 'static>(
 }
 
 fn log_change(
-    (request_id, trace): (&RequestId, &TraceContext),
+    request_id: &RequestId,
+    trace: &TraceContext,
     what: &str,
     name: &str,
     etag: Option<&str>,
