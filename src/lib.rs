@@ -17,6 +17,7 @@
 //! - `fleet`: the Redis handle and its health.
 //! - `idempotency`: keyed requests' records (memory and Redis) and detached runs.
 //! - `jobs`: background jobs and webhooks; their store (SQLite, or Redis for a fleet).
+//! - `nesting`: how deep JSON may nest where ladle accepts or keeps it.
 //! - `normalize`: the model's text → recipe/JSON/text output, pure.
 //! - `ops`: metrics, the request observer, request ids and bodies, logs.
 //! - `prompts`: prompt files, rendering, and the stores (files and Redis).
@@ -51,6 +52,7 @@ pub mod failure;
 pub mod fleet;
 pub mod idempotency;
 pub mod jobs;
+pub mod nesting;
 pub mod normalize;
 pub mod ops;
 pub mod prompts;

@@ -18,6 +18,11 @@ pub struct JobSettings {
     pub runner: RunnerSettings,
     /// `LADLE_JOB_MAX_QUEUED`: unfinished jobs before a submit is refused.
     pub max_queued: u64,
+    /// `LADLE_STATE_MAX_BYTES`: the state file's size past which submits are
+    /// refused.
+    pub state_max_bytes: u64,
+    /// `LADLE_MAX_WAITERS`: job reads waiting (`?wait_ms`) at once.
+    pub max_waiters: usize,
     /// Deliveries of finished jobs, when `LADLE_JOB_WEBHOOK_URL` is set.
     pub webhook: Option<WebhookSettings>,
 }
@@ -42,13 +47,23 @@ pub fn load(src: &Sources<'_>, lease: Duration) -> Result<JobSettings, ConfigErr
         }
     }
     let max_queued: u64 = src.get("LADLE_JOB_MAX_QUEUED")?;
-    if max_queued == 0 {
-        return Err(invalid("LADLE_JOB_MAX_QUEUED", "must be at least 1"));
+    let state_max_bytes: u64 = src.get("LADLE_STATE_MAX_BYTES")?;
+    let max_waiters: usize = src.get("LADLE_MAX_WAITERS")?;
+    for (key, value) in [
+        ("LADLE_JOB_MAX_QUEUED", max_queued),
+        ("LADLE_STATE_MAX_BYTES", state_max_bytes),
+        ("LADLE_MAX_WAITERS", max_waiters as u64),
+    ] {
+        if value == 0 {
+            return Err(invalid(key, "must be at least 1"));
+        }
     }
     Ok(JobSettings {
         state_db: src.get("LADLE_STATE_DB")?,
         runner,
         max_queued,
+        state_max_bytes,
+        max_waiters,
         webhook: webhook(src)?,
     })
 }
@@ -62,8 +77,14 @@ fn webhook(src: &Sources<'_>) -> Result<Option<WebhookSettings>, ConfigError> {
         .map_err(|why| invalid("LADLE_JOB_WEBHOOK_SECRET", why))?;
     let Millis(backoff) = src.get("LADLE_JOB_WEBHOOK_BACKOFF_MS")?;
     let attempts: u32 = src.get("LADLE_JOB_WEBHOOK_ATTEMPTS")?;
-    if attempts == 0 {
-        return Err(invalid("LADLE_JOB_WEBHOOK_ATTEMPTS", "must be at least 1"));
+    let concurrency: usize = src.get("LADLE_JOB_WEBHOOK_CONCURRENCY")?;
+    for (key, value) in [
+        ("LADLE_JOB_WEBHOOK_ATTEMPTS", attempts as usize),
+        ("LADLE_JOB_WEBHOOK_CONCURRENCY", concurrency),
+    ] {
+        if value == 0 {
+            return Err(invalid(key, "must be at least 1"));
+        }
     }
     let Some(url) = src.optional::<String>("LADLE_JOB_WEBHOOK_URL")? else {
         return Ok(None);
@@ -82,5 +103,6 @@ fn webhook(src: &Sources<'_>) -> Result<Option<WebhookSettings>, ConfigError> {
         key,
         backoff,
         attempts,
+        concurrency,
     }))
 }

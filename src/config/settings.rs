@@ -62,6 +62,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("LADLE_REDIS_PREFIX", "ladle:"),
     ("LADLE_REDIS_LEASE_MS", "10000"),
     ("LADLE_STATE_DB", "ladle-state.db"),
+    ("LADLE_STATE_MAX_BYTES", "1073741824"),
     ("LADLE_JOB_CONCURRENCY", "4"),
     ("LADLE_JOB_MAX_QUEUED", "10000"),
     ("LADLE_JOB_MAX_RUNS", "3"),
@@ -71,6 +72,8 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("LADLE_JOB_WEBHOOK_SECRET", ""),
     ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1000"),
     ("LADLE_JOB_WEBHOOK_ATTEMPTS", "8"),
+    ("LADLE_JOB_WEBHOOK_CONCURRENCY", "16"),
+    ("LADLE_MAX_WAITERS", "10000"),
     ("LADLE_CACHE_MAX_ENTRIES", "10000"),
     ("LADLE_CLIENT_KEYS_FILE", ""),
 ];

@@ -140,6 +140,11 @@ pub enum ApiError {
     /// Every run of a job was cut short by the process that ran it dying.
     #[error("every run of the job was cut short by its process stopping")]
     JobInterrupted,
+    /// The job's stored record could not be read back (written by an older build
+    /// past what can be read, or damaged): it was ended rather than left to stop
+    /// the queue.
+    #[error("the job's stored record could not be read; submit it again")]
+    JobUnreadable,
 }
 
 impl ApiError {
@@ -170,6 +175,7 @@ impl ApiError {
             ApiError::JobNotFound => "job_not_found",
             ApiError::JobFinished => "job_finished",
             ApiError::JobInterrupted => "job_interrupted",
+            ApiError::JobUnreadable => "job_unreadable",
         }
     }
 
@@ -194,6 +200,7 @@ impl ApiError {
             ApiError::JobNotFound => StatusCode::NOT_FOUND,
             ApiError::JobFinished => StatusCode::CONFLICT,
             ApiError::JobInterrupted => StatusCode::BAD_GATEWAY,
+            ApiError::JobUnreadable => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized | ApiError::NoClientKey => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -231,7 +238,8 @@ impl ApiError {
             | ApiError::InvalidPrompt { .. }
             | ApiError::JobNotFound
             | ApiError::JobFinished
-            | ApiError::JobInterrupted => false,
+            | ApiError::JobInterrupted
+            | ApiError::JobUnreadable => false,
         }
     }
 

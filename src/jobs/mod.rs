@@ -130,12 +130,14 @@ pub trait JobStore: Send + Sync {
     /// The unfinished jobs by status.
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>>;
 
-    /// Finished jobs whose webhook delivery is due at `now`, each held for
-    /// `lease` so that no other sender takes it meanwhile.
+    /// At most `most` finished jobs whose webhook delivery is due at `now`
+    /// (oldest due first), each held for `lease` so that no other sender takes
+    /// it meanwhile.
     fn due_deliveries(
         &self,
         now: u64,
         lease: Duration,
+        most: usize,
     ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>>;
 
     /// Records a delivery attempt's result.

@@ -84,6 +84,17 @@ pub struct JobRequest {
     pub cache_control: Option<String>,
 }
 
+impl JobRequest {
+    /// What a finished job keeps of its request: the task and settings, not the
+    /// variables (which only a run needs).
+    pub fn facts(&self) -> JobRequest {
+        JobRequest {
+            variables: Map::new(),
+            ..self.clone()
+        }
+    }
+}
+
 /// Where a delivery is (stored by these names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -45,6 +45,9 @@ pub enum InvalidOutput {
     /// The recipe lacks a required field, or has it as `null`.
     #[error("the recipe has no `{0}`")]
     MissingField(&'static str),
+    /// The JSON nests deeper than ladle keeps (`nesting::MOST_LEVELS`).
+    #[error("the JSON nests deeper than {} levels", crate::nesting::MOST_LEVELS)]
+    TooDeep,
 }
 
 /// Turns the model's whole text into the task's output value.
@@ -54,6 +57,14 @@ pub enum InvalidOutput {
 /// recipe rules; when the text holds JSON but no object at all, the error is
 /// [`InvalidOutput::NotAnObject`] rather than [`InvalidOutput::NoJson`].
 pub fn normalize(kind: OutputKind, text: &str) -> Result<Value, InvalidOutput> {
+    let output = normalized(kind, text)?;
+    match crate::nesting::too_deep(&output) {
+        true => Err(InvalidOutput::TooDeep),
+        false => Ok(output),
+    }
+}
+
+fn normalized(kind: OutputKind, text: &str) -> Result<Value, InvalidOutput> {
     match kind {
         OutputKind::Text => Ok(Value::String(text.to_owned())),
         OutputKind::Json => extract::first_json_value(text).ok_or(InvalidOutput::NoJson),
@@ -118,6 +129,19 @@ mod tests {
             normalize(OutputKind::Recipe, "{\"title\": \"x\", \"steps\": ["),
             Err(InvalidOutput::NoJson)
         );
+    }
+
+    #[test]
+    fn output_nested_past_the_limit_is_invalid() {
+        let levels = crate::nesting::MOST_LEVELS;
+        let nested = |n: usize| format!("答：{}1{}", "[".repeat(n), "]".repeat(n));
+        assert!(normalize(OutputKind::Json, &nested(levels)).is_ok());
+        assert_eq!(
+            normalize(OutputKind::Json, &nested(levels + 1)),
+            Err(InvalidOutput::TooDeep)
+        );
+        // What serde_json still reads (127 levels) is refused all the same.
+        assert_eq!(normalize(OutputKind::Json, &nested(127)), Err(InvalidOutput::TooDeep));
     }
 
     #[test]

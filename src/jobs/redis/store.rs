@@ -12,9 +12,6 @@ use crate::jobs::{
 };
 use crate::wall::unix_millis;
 
-/// The most deliveries one call takes (and holds).
-const DELIVERIES_PER_CALL: u64 = 32;
-
 /// A change a script reports: the job's id, the status it left, its fields.
 type Change = (String, String, Vec<String>);
 
@@ -228,6 +225,7 @@ impl JobStore for RedisJobs {
         &self,
         now: u64,
         lease: Duration,
+        most: usize,
     ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
         Box::pin(async move {
             let mut invocation = self.scripts.due.prepare_invoke();
@@ -236,7 +234,7 @@ impl JobStore for RedisJobs {
                 .arg(self.job_key(""))
                 .arg(now)
                 .arg(now + lease.as_millis() as u64)
-                .arg(DELIVERIES_PER_CALL);
+                .arg(most);
             let due: Vec<(String, Vec<String>)> = self
                 .call("jobs_due_deliveries", |mut c| async move {
                     invocation.invoke_async(&mut c).await

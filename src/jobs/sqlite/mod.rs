@@ -6,6 +6,7 @@
 //! when it is opened was cut by the last process's end, and a run needs no lease.
 
 mod ops;
+mod quarantine;
 mod rows;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,16 +17,19 @@ use rusqlite::Connection;
 
 use super::StoreDown;
 use crate::config::ConfigError;
+use crate::ops::metrics::Metrics;
 use crate::state_file::StateFile;
 
 /// What the store keeps beside the file, changed only by calls on the writer
 /// thread: the unfinished jobs (for `LADLE_JOB_MAX_QUEUED`, without a count per
-/// submit), and the runs cut by the last process's end, which the first sweep
-/// reports.
-#[derive(Debug, Default)]
+/// submit), the runs cut by the last process's end and the rows ended because
+/// they could not be read, which the next sweep reports.
 struct Tally {
     unfinished: u64,
     recovered: Vec<super::Moved>,
+    quarantined: Vec<super::Moved>,
+    /// Counts what the file could not do (`ladle_store_errors_total`).
+    metrics: Metrics,
     /// A call failed, so what it counted may not have happened: count again.
     stale: bool,
 }
@@ -49,10 +53,17 @@ impl SqliteJobs {
         webhooks: bool,
         ttl: Duration,
         max_runs: u32,
+        metrics: Metrics,
     ) -> Result<SqliteJobs, ConfigError> {
         let tally = file.call_now(move |connection| {
             connection.execute_batch(ops::SCHEMA)?;
-            let mut tally = Tally::default();
+            let mut tally = Tally {
+                unfinished: 0,
+                recovered: Vec::new(),
+                quarantined: Vec::new(),
+                metrics,
+                stale: false,
+            };
             tally.recovered = ops::recover(connection, webhooks, max_runs, &mut tally)?;
             tally.unfinished = ops::unfinished(connection)?;
             Ok(tally)
@@ -86,7 +97,10 @@ impl SqliteJobs {
         Box::pin(async move {
             called.await.map_err(|down| {
                 // The batch did not commit: what it counted did not happen.
-                lock(&tally).stale = true;
+                let mut tally = lock(&tally);
+                tally.stale = true;
+                tally.metrics.store_error("commit");
+                tracing::warn!(error = %down, "the state file could not do a job store's call");
                 StoreDown(down.0)
             })
         })

@@ -5,7 +5,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::rows::{self, COLUMNS};
+use super::quarantine::quarantine;
+use super::rows::{self, COLUMNS, Unreadable};
 use super::{SqliteJobs, Tally};
 use crate::error::ApiError;
 use crate::jobs::{
@@ -57,7 +58,13 @@ pub fn recover(
 ) -> rusqlite::Result<Vec<Moved>> {
     let now = crate::wall::unix_millis();
     let mut changed = Vec::new();
-    for mut job in select(tx, "status = 'running' AND ?1 = ?1", 0)? {
+    for mut job in select(
+        tx,
+        "status = 'running' AND ?1 = ?1 ORDER BY seq",
+        0,
+        webhooks,
+        tally,
+    )? {
         let to = if job.runs >= max_runs {
             let request_id = job.run_id.clone().unwrap_or_default();
             job.error = Some(ApiError::JobInterrupted.body(&request_id)["error"].clone());
@@ -77,20 +84,47 @@ pub fn recover(
     Ok(changed)
 }
 
-/// The job `id`, of whatever client.
-fn find(tx: &Connection, id: &str) -> rusqlite::Result<Option<Job>> {
-    tx.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
+/// The job `id`, of whatever client (quarantined first if its row cannot be
+/// read).
+fn find(
+    tx: &Connection,
+    id: &str,
+    webhooks: bool,
+    tally: &mut Tally,
+) -> rusqlite::Result<Option<Job>> {
+    let found = tx
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?
         .query_row([id], rows::read)
-        .optional()
+        .optional()?;
+    match found {
+        None => Ok(None),
+        Some(Ok(job)) => Ok(Some(job)),
+        Some(Err(bad)) => quarantine(tx, bad, webhooks, tally),
+    }
 }
 
-/// The jobs a `WHERE` clause picks, oldest first.
-fn select(tx: &Connection, clause: &str, at: i64) -> rusqlite::Result<Vec<Job>> {
+/// The jobs a `WHERE` clause (with its order) picks; a row that cannot be read is
+/// quarantined and left out.
+fn select(
+    tx: &Connection,
+    clause: &str,
+    at: i64,
+    webhooks: bool,
+    tally: &mut Tally,
+) -> rusqlite::Result<Vec<Job>> {
     let mut statement = tx.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM jobs WHERE {clause} ORDER BY seq"
+        "SELECT {COLUMNS} FROM jobs WHERE {clause}"
     ))?;
-    let rows = statement.query_map([at], rows::read)?;
-    rows.collect()
+    let read: Vec<Result<Job, Unreadable>> =
+        statement.query_map([at], rows::read)?.collect::<rusqlite::Result<_>>()?;
+    let mut jobs = Vec::with_capacity(read.len());
+    for row in read {
+        match row {
+            Ok(job) => jobs.push(job),
+            Err(bad) => drop(quarantine(tx, bad, webhooks, tally)?),
+        }
+    }
+    Ok(jobs)
 }
 
 /// `job` moved to `to` at `now`; a job that finishes with `webhooks` on gets its
@@ -134,9 +168,10 @@ impl JobStore for SqliteJobs {
         client: &'a str,
     ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>> {
         let (id, client, ttl) = (id.to_owned(), client.to_owned(), self.ttl);
-        let now = crate::wall::unix_millis();
-        self.call(move |tx, _| {
-            Ok(find(tx, &id)?.filter(|job| job.client == client && !expired(ttl, job, now)))
+        let (now, webhooks) = (crate::wall::unix_millis(), self.webhooks);
+        self.call(move |tx, tally| {
+            let found = find(tx, &id, webhooks, tally)?;
+            Ok(found.filter(|job| job.client == client && !expired(ttl, job, now)))
         })
     }
 
@@ -149,7 +184,7 @@ impl JobStore for SqliteJobs {
         let (id, client) = (id.to_owned(), client.to_owned());
         let (ttl, webhooks) = (self.ttl, self.webhooks);
         self.call(move |tx, tally| {
-            let Some(job) = find(tx, &id)?.filter(|j| j.client == client) else {
+            let Some(job) = find(tx, &id, webhooks, tally)?.filter(|j| j.client == client) else {
                 return Ok(Canceled::Unknown);
             };
             if expired(ttl, &job, now) {
@@ -167,11 +202,19 @@ impl JobStore for SqliteJobs {
     fn claim(&self, now: u64, _lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>> {
         let webhooks = self.webhooks;
         self.call(move |tx, tally| {
-            let mut oldest = tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1"
-            ))?;
-            let Some(mut job) = oldest.query_row([], rows::read).optional()? else {
-                return Ok(None);
+            let mut job = loop {
+                let oldest = tx
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1"
+                    ))?
+                    .query_row([], rows::read)
+                    .optional()?;
+                match oldest {
+                    None => return Ok(None),
+                    Some(Ok(job)) => break job,
+                    // Ended as failed: the next queued job is looked at.
+                    Some(Err(bad)) => drop(quarantine(tx, bad, webhooks, tally)?),
+                }
             };
             job.runs += 1;
             job.run_id = Some(uuid::Uuid::new_v4().hyphenated().to_string());
@@ -191,7 +234,8 @@ impl JobStore for SqliteJobs {
         let (id, webhooks) = (id.to_owned(), self.webhooks);
         self.call(move |tx, tally| {
             let Some(mut job) =
-                find(tx, &id)?.filter(|j| j.status == JobStatus::Running && j.runs == run)
+                find(tx, &id, webhooks, tally)?
+                    .filter(|j| j.status == JobStatus::Running && j.runs == run)
             else {
                 return Ok(None);
             };
@@ -225,11 +269,11 @@ impl JobStore for SqliteJobs {
     ) -> BoxFuture<'a, Result<Vec<String>, StoreDown>> {
         // One process holds the file: a run needs no lease, only the news that
         // its job was canceled meanwhile.
-        let runs = runs.to_vec();
-        self.call(move |tx, _| {
+        let (runs, webhooks) = (runs.to_vec(), self.webhooks);
+        self.call(move |tx, tally| {
             let mut gone = Vec::new();
             for (id, run) in runs {
-                let held = find(tx, &id)?
+                let held = find(tx, &id, webhooks, tally)?
                     .is_some_and(|job| job.status == JobStatus::Running && job.runs == run);
                 if !held {
                     gone.push(id);
@@ -242,9 +286,18 @@ impl JobStore for SqliteJobs {
     fn sweep(&self, now: u64, _max_runs: u32) -> BoxFuture<'_, Result<Vec<Moved>, StoreDown>> {
         let webhooks = self.webhooks;
         self.call(move |tx, tally| {
-            // Runs cut by the last process's end were ended at open; told once.
+            let due = select(
+                tx,
+                "status = 'retry_wait' AND due_at <= ?1 ORDER BY seq",
+                now as i64,
+                webhooks,
+                tally,
+            )?;
+            // Runs cut by the last process's end were ended at open, and rows
+            // that could not be read were ended where they were found: told once.
             let mut changed = std::mem::take(&mut tally.recovered);
-            for job in select(tx, "status = 'retry_wait' AND due_at <= ?1", now as i64)? {
+            changed.append(&mut tally.quarantined);
+            for job in due {
                 let mut moved = moved(webhooks, job, JobStatus::Queued, now, tally);
                 moved.job.next_run_at = None;
                 rows::write(tx, &moved.job)?;
@@ -299,10 +352,13 @@ impl JobStore for SqliteJobs {
         &self,
         now: u64,
         lease: Duration,
+        most: usize,
     ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
         let held_until = (now + lease.as_millis() as u64) as i64;
-        self.call(move |tx, _| {
-            let due = select(tx, "delivery_due <= ?1", now as i64)?;
+        let webhooks = self.webhooks;
+        self.call(move |tx, tally| {
+            let clause = format!("delivery_due <= ?1 ORDER BY delivery_due LIMIT {most}");
+            let due = select(tx, &clause, now as i64, webhooks, tally)?;
             for job in &due {
                 tx.execute(
                     "UPDATE jobs SET delivery_due = ?1 WHERE id = ?2",
@@ -318,9 +374,9 @@ impl JobStore for SqliteJobs {
         id: &'a str,
         delivery: Delivery,
     ) -> BoxFuture<'a, Result<(), StoreDown>> {
-        let id = id.to_owned();
-        self.call(move |tx, _| {
-            if let Some(mut job) = find(tx, &id)? {
+        let (id, webhooks) = (id.to_owned(), self.webhooks);
+        self.call(move |tx, tally| {
+            if let Some(mut job) = find(tx, &id, webhooks, tally)? {
                 job.delivery = Some(delivery);
                 rows::write(tx, &job)?;
             }

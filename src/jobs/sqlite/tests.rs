@@ -31,6 +31,7 @@ fn open(
         webhooks,
         ttl,
         max_runs,
+        crate::ops::metrics::Metrics::new(),
     )
 }
 
@@ -270,11 +271,11 @@ async fn a_due_delivery_is_held_while_one_sender_makes_it() {
     let store = open(&PathBuf::from(":memory:"), true, DAY, 3).expect("opens");
     let job = submitted(&store, job("a", at(0))).await;
     store.cancel(&job.id, "", at(5)).await.expect("writes");
-    let due = store.due_deliveries(at(10), LEASE).await.expect("reads");
+    let due = store.due_deliveries(at(10), LEASE, 100).await.expect("reads");
     assert_eq!(due.len(), 1);
     assert!(
         store
-            .due_deliveries(at(11), LEASE)
+            .due_deliveries(at(11), LEASE, 100)
             .await
             .expect("reads")
             .is_empty(),
@@ -286,7 +287,7 @@ async fn a_due_delivery_is_held_while_one_sender_makes_it() {
     store.delivered(&job.id, delivery).await.expect("writes");
     assert!(
         store
-            .due_deliveries(at(20_000), LEASE)
+            .due_deliveries(at(20_000), LEASE, 100)
             .await
             .expect("reads")
             .is_empty()

@@ -28,6 +28,9 @@ pub struct WebhookSettings {
     pub backoff: Duration,
     /// `LADLE_JOB_WEBHOOK_ATTEMPTS`: attempts in all.
     pub attempts: u32,
+    /// `LADLE_JOB_WEBHOOK_CONCURRENCY`: attempts in flight at once (and the
+    /// deliveries loaded at once).
+    pub concurrency: usize,
 }
 
 impl WebhookSettings {
@@ -77,6 +80,7 @@ mod tests {
             key: None,
             backoff: Duration::from_millis(1_000),
             attempts,
+            concurrency: 16,
         }
     }
 

@@ -1,7 +1,10 @@
-//! The sender: every tick, the deliveries that are due (held meanwhile, so no
-//! other sender makes them too), each `POST`ed once, all of them at once: a `2xx` within 10 s is
-//! delivered, anything else is tried again after its back-off. Its client is
-//! reqwest, as the upstream's is, with no redirects and no retries of its own.
+//! The sender: every tick, the deliveries that are due, a batch of
+//! `LADLE_JOB_WEBHOOK_CONCURRENCY` at a time (each held meanwhile, so no other
+//! sender makes it too), each `POST`ed once: a `2xx` within 10 s is delivered,
+//! anything else is tried again after its back-off. Sockets and memory are
+//! bounded by the batch: a backlog of thousands is worked off, never loaded or
+//! sent whole. Its client is reqwest, as the upstream's is, with no redirects
+//! and no retries of its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,23 +38,31 @@ pub fn start(
         .build()
         .map_err(|_| "LADLE_JOB_WEBHOOK_URL: the webhook client cannot be built".to_owned())?;
     let settings = Arc::new(settings);
+    let stopping = background.stopping();
     background.every(tick, None, move || {
-        let (store, settings, metrics, client) = (
+        let (store, settings, metrics, client, stopping) = (
             store.clone(),
             settings.clone(),
             metrics.clone(),
             client.clone(),
+            stopping.clone(),
         );
         async move {
-            let Ok(due) = store.due_deliveries(unix_millis(), HOLD).await else {
-                return Continue::Yes;
-            };
-            // At once, not one after another: each was held for `HOLD` when it
-            // was taken, and ten slow receivers in a row would outlast it.
-            let attempts = due
-                .into_iter()
-                .map(|job| attempt(&store, &settings, &metrics, &client, job));
-            futures_util::future::join_all(attempts).await;
+            // A batch at once, not one after another: each was held for `HOLD`
+            // when it was taken, and ten slow receivers in a row would outlast
+            // it; the next batch is taken when this one is done.
+            let most = settings.concurrency;
+            while let Ok(due) = store.due_deliveries(unix_millis(), HOLD, most).await {
+                let taken = due.len();
+                let attempts = due
+                    .into_iter()
+                    .map(|job| attempt(&store, &settings, &metrics, &client, job));
+                futures_util::future::join_all(attempts).await;
+                // A backlog is left for the next process at shutdown.
+                if taken < most || stopping.is_cancelled() {
+                    break;
+                }
+            }
             Continue::Yes
         }
     });

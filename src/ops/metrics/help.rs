@@ -36,6 +36,10 @@ pub fn describe(recorder: &PrometheusRecorder) {
             "Calls to the fleet's Redis that failed or timed out, by what they were for.",
         ),
         (
+            "ladle_store_errors_total",
+            "What the job store could not do: read (a record ended as job_unreadable), commit.",
+        ),
+        (
             "ladle_jobs_finished_total",
             "Jobs that finished, by task and status.",
         ),

@@ -33,6 +33,7 @@ fn webhooks_to(
             key: Some(SigningKey::parse(SECRET).expect("a good secret")),
             backoff: Duration::from_millis(backoff_ms),
             attempts,
+            concurrency: 16,
         });
     }
 }

@@ -314,7 +314,7 @@ async fn a_finished_job_expires_after_its_ttl_but_not_before_its_delivery_is_mad
         "kept while its delivery is pending"
     );
     let due = b
-        .due_deliveries(at(10), Duration::from_secs(15))
+        .due_deliveries(at(10), Duration::from_secs(15), 100)
         .await
         .expect("reads");
     assert_eq!(
@@ -322,7 +322,7 @@ async fn a_finished_job_expires_after_its_ttl_but_not_before_its_delivery_is_mad
         [job.id.as_str()]
     );
     let again = a
-        .due_deliveries(at(11), Duration::from_secs(15))
+        .due_deliveries(at(11), Duration::from_secs(15), 100)
         .await
         .expect("reads");
     assert!(again.is_empty(), "held by the other sender");
@@ -334,14 +334,14 @@ async fn a_finished_job_expires_after_its_ttl_but_not_before_its_delivery_is_mad
         .expect("writes");
     assert_eq!(raw(&redis, &key).await.1, -1, "still pending");
     assert!(
-        a.due_deliveries(at(500), LEASE)
+        a.due_deliveries(at(500), LEASE, 100)
             .await
             .expect("reads")
             .is_empty(),
         "not due yet"
     );
     assert_eq!(
-        a.due_deliveries(at(1_000), LEASE)
+        a.due_deliveries(at(1_000), LEASE, 100)
             .await
             .expect("reads")
             .len(),
@@ -356,7 +356,7 @@ async fn a_finished_job_expires_after_its_ttl_but_not_before_its_delivery_is_mad
         "expires a TTL after it finished: {left}"
     );
     assert!(
-        a.due_deliveries(at(100_000), LEASE)
+        a.due_deliveries(at(100_000), LEASE, 100)
             .await
             .expect("reads")
             .is_empty()
