@@ -93,7 +93,11 @@ mod tests {
 
     #[test]
     fn empty_containers_count_as_a_level() {
-        let text = format!("{}{}", "[".repeat(MOST_LEVELS + 1), "]".repeat(MOST_LEVELS + 1));
+        let text = format!(
+            "{}{}",
+            "[".repeat(MOST_LEVELS + 1),
+            "]".repeat(MOST_LEVELS + 1)
+        );
         let value: Value = serde_json::from_str(&text).expect("valid JSON");
         assert!(text_too_deep(text.as_bytes()));
         assert!(too_deep(&value));

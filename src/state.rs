@@ -157,7 +157,13 @@ fn kept_state(
             let file = StateFile::open(&settings.state_db)?;
             let (ttl, runs) = (runner.ttl, runner.max_runs);
             (
-                Arc::new(SqliteJobs::in_file(file.clone(), webhooks, ttl, runs, metrics.clone())?),
+                Arc::new(SqliteJobs::in_file(
+                    file.clone(),
+                    webhooks,
+                    ttl,
+                    runs,
+                    metrics.clone(),
+                )?),
                 Arc::new(SqliteCache::in_file(file, entries)?),
             )
         }

@@ -37,6 +37,11 @@ pub struct CachePolicy {
     /// answers instead.
     #[serde(default)]
     pub stale_if_error_ms: u64,
+    /// `per_client`: each client key has answers of its own (by default a kept
+    /// answer serves every caller that asks the same, and its `cached_at` tells
+    /// one caller when another asked).
+    #[serde(default)]
+    pub per_client: bool,
 }
 
 impl CachePolicy {
@@ -78,7 +83,8 @@ impl CacheControl {
 }
 
 /// What a kept answer is kept under: the task and what it asks the upstream (the
-/// rendered messages and params, and the model named), hashed with XXH3-128, whose
+/// rendered messages and params, and the model named) and what shapes the answer
+/// after it (the prompt's `output` kind; the client key with `per_client`), hashed with XXH3-128, whose
 /// output its specification fixes; the request itself is kept beside the answer
 /// and compared, so a collision cannot serve another dish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,18 +93,24 @@ pub struct AnswerKey {
     pub task: String,
     /// 32 hex digits.
     pub hash: String,
-    /// What the task asks the upstream: the task's and the model's names, each
-    /// after its length, then the params and messages as JSON text.
+    /// What the task asks: the task's and the model's names and the shaping,
+    /// each after its length, then the params and messages as JSON text.
     pub request: String,
 }
 
 impl AnswerKey {
     /// The key of `task` asking `model` for `fields` (the params and messages as
-    /// the upstream body has them).
-    pub fn new(task: &str, model: &str, fields: &str) -> AnswerKey {
+    /// the upstream body has them), its answer shaped by `shaping` (the output
+    /// kind, and the client key's name when answers are per client).
+    pub fn new(task: &str, model: &str, shaping: &str, fields: &str) -> AnswerKey {
         // Lengths, not a JSON envelope: no name can run into the next, and the
         // fields (a recipe prompt's few KB) are not escaped again on every request.
-        let request = format!("{}:{task}{}:{model}{fields}", task.len(), model.len());
+        let request = format!(
+            "{}:{task}{}:{model}{}:{shaping}{fields}",
+            task.len(),
+            model.len(),
+            shaping.len()
+        );
         let hash = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(request.as_bytes()));
         AnswerKey {
             task: task.to_owned(),
@@ -167,17 +179,22 @@ mod tests {
     }
 
     #[test]
-    fn the_key_changes_with_the_task_the_model_and_every_byte_asked() {
-        let key = AnswerKey::new("recipe", "glm", r#"{"messages":[1]}"#);
+    fn the_key_changes_with_the_task_the_model_the_shaping_and_every_byte_asked() {
+        let key = AnswerKey::new("recipe", "glm", "recipe", r#"{"messages":[1]}"#);
         assert_eq!(key.hash.len(), 32);
-        assert_eq!(key, AnswerKey::new("recipe", "glm", r#"{"messages":[1]}"#));
+        assert_eq!(
+            key,
+            AnswerKey::new("recipe", "glm", "recipe", r#"{"messages":[1]}"#)
+        );
         for other in [
-            AnswerKey::new("fridge", "glm", r#"{"messages":[1]}"#),
-            AnswerKey::new("recipe", "qwen", r#"{"messages":[1]}"#),
-            AnswerKey::new("recipe", "glm", r#"{"messages":[2]}"#),
+            AnswerKey::new("fridge", "glm", "recipe", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "qwen", "recipe", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "glm", "text", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "glm", "recipe a", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "glm", "recipe", r#"{"messages":[2]}"#),
             // A name cannot run into the next part.
-            AnswerKey::new("recipe1", "glm", r#"{"messages":[1]}"#),
-            AnswerKey::new("recipe", "glm{", r#""messages":[1]}"#),
+            AnswerKey::new("recipe1", "glm", "recipe", r#"{"messages":[1]}"#),
+            AnswerKey::new("recipe", "glm{", "recipe", r#""messages":[1]}"#),
         ] {
             assert_ne!(key.hash, other.hash);
         }
@@ -187,10 +204,10 @@ mod tests {
     fn the_key_hash_is_pinned() {
         // XXH3-128 is fixed by its specification: a later build finds what an
         // earlier one kept.
-        let key = AnswerKey::new("recipe", "m", "{}");
-        assert_eq!(key.request, "6:recipe1:m{}");
+        let key = AnswerKey::new("recipe", "m", "recipe", "{}");
+        assert_eq!(key.request, "6:recipe1:m6:recipe{}");
         assert_eq!(key.hash, PINNED_HASH);
     }
 
-    const PINNED_HASH: &str = "f242248f960d2f1c222ab1c94d779509";
+    const PINNED_HASH: &str = "989120b1e0ffff7d4729bba8230c4648";
 }

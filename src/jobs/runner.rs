@@ -151,9 +151,11 @@ impl Runner {
         self.shared.wake.notify_one();
     }
 
-    /// A job was canceled: its run on this replica, if any, stops now.
+    /// A job was canceled (counted as finished here, where the cancel was
+    /// made): its run on this replica, if any, stops now.
     pub fn canceled(&self, moved: &Moved) {
         log_move(moved);
+        note_finished(&self.shared, moved);
         if let Some((_, switch)) = lock(&self.shared.running).get(&moved.job.id) {
             switch.cancel();
         }

@@ -33,6 +33,17 @@ pub enum OutputKind {
     Text,
 }
 
+impl OutputKind {
+    /// The prompt file's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputKind::Recipe => "recipe",
+            OutputKind::Json => "json",
+            OutputKind::Text => "text",
+        }
+    }
+}
+
 /// Why the model's text could not be turned into the task's output.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidOutput {
@@ -141,7 +152,10 @@ mod tests {
             Err(InvalidOutput::TooDeep)
         );
         // What serde_json still reads (127 levels) is refused all the same.
-        assert_eq!(normalize(OutputKind::Json, &nested(127)), Err(InvalidOutput::TooDeep));
+        assert_eq!(
+            normalize(OutputKind::Json, &nested(127)),
+            Err(InvalidOutput::TooDeep)
+        );
     }
 
     #[test]

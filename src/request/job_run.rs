@@ -42,9 +42,17 @@ impl RunTask for RunsTasks {
             };
             let timeout = job.request.timeout_ms.map(std::time::Duration::from_millis);
             let variables = job.request.variables.clone();
-            let mut call = task_call(&app, reply, Instant::now(), timeout, None, variables)
-                .await
-                .map_err(failed)?;
+            let mut call = task_call(
+                &app,
+                reply,
+                Instant::now(),
+                timeout,
+                None,
+                variables,
+                &job.client,
+            )
+            .await
+            .map_err(failed)?;
             call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
             // The task's slot, then an in-flight one, however long they take.
             let stopping = || failed(ApiError::UpstreamFailed("the gateway is stopping".into()));

@@ -54,7 +54,8 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
         keep_alive: None,
     };
     let variables = submit.variables.clone();
-    task_call(app, reply, submit.arrived, submit.timeout, None, variables).await?;
+    let (arrived, timeout, client) = (submit.arrived, submit.timeout, &submit.client);
+    task_call(app, reply, arrived, timeout, None, variables, client).await?;
     let request = JobRequest {
         v: record::VERSION,
         task: submit.task.clone(),

@@ -25,6 +25,7 @@ pub async fn task_call(
     timeout: Option<Duration>,
     key: Option<String>,
     variables: Map<String, Value>,
+    client: &str,
 ) -> Result<Call, ApiError> {
     let name = reply.route.task().unwrap_or_default().to_owned();
     let prompt = app
@@ -49,10 +50,14 @@ pub async fn task_call(
     // model, `stream` and the usage request.
     let text = serde_json::to_string(&fields).unwrap_or_default();
     let body: ChatBody<'_> = super::body::json(text.as_bytes())?;
-    let cache_key = prompt
-        .cache
-        .on()
-        .then(|| AnswerKey::new(&name, &reply.model, &text));
+    let cache_key = prompt.cache.on().then(|| {
+        let output = prompt.output.name();
+        let shaping = match prompt.cache.per_client {
+            true => format!("{output} {client}"),
+            false => output.to_owned(),
+        };
+        AnswerKey::new(&name, &reply.model, &shaping, &text)
+    });
     Ok(Call {
         body: body.upstream(&reply.model, reply.shape.assembled()),
         reply,
@@ -62,7 +67,7 @@ pub async fn task_call(
         prompt: Some(prompt),
         cache_key,
         cache_control: CacheControl::default(),
-        client: String::new(),
+        client: client.to_owned(),
         trace: TraceContext::start(),
     })
 }

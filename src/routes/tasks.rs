@@ -66,11 +66,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Submission {
                 .split('&')
                 .any(|pair| matches!(pair, "async=true" | "async=1"))
         });
-        let cache_control = parts
+        // Every `Cache-Control` line counts (RFC 9110: one list, however split).
+        let lines: Vec<&str> = parts
             .headers
-            .get(header::CACHE_CONTROL)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+            .get_all(header::CACHE_CONTROL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let cache_control = (!lines.is_empty()).then(|| lines.join(","));
         Ok(Submission {
             asked: prefers || asked,
             cache_control,
@@ -124,11 +127,11 @@ pub async fn run(
         headers.timeout,
         headers.key,
         variables,
+        &client,
     );
     let answer = match called.await {
         Ok(mut call) => {
             call.cache_control = CacheControl::parse(submission.cache_control.as_deref());
-            call.client = client;
             call.trace = trace;
             request::complete(&app, call, &mut note).await
         }

@@ -27,7 +27,12 @@ fn open(path: &Path, max: usize) -> SqliteCache {
 }
 
 fn key(dish: &str) -> AnswerKey {
-    AnswerKey::new("recipe", "m", &json!({"messages": [dish]}).to_string())
+    AnswerKey::new(
+        "recipe",
+        "m",
+        "recipe",
+        &json!({"messages": [dish]}).to_string(),
+    )
 }
 
 fn kept(key: &AnswerKey, dish: &str) -> Kept {
@@ -125,7 +130,7 @@ async fn an_answer_past_its_time_is_gone_and_a_task_is_counted_and_forgotten() {
     );
     put(&cache, "x").await;
     put(&cache, "y").await;
-    let fridge = AnswerKey::new("fridge", "m", "{}");
+    let fridge = AnswerKey::new("fridge", "m", "json", "{}");
     cache
         .put(&fridge, &kept(&fridge, "z"), DAY)
         .await

@@ -112,11 +112,10 @@ fn select(
     webhooks: bool,
     tally: &mut Tally,
 ) -> rusqlite::Result<Vec<Job>> {
-    let mut statement = tx.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM jobs WHERE {clause}"
-    ))?;
-    let read: Vec<Result<Job, Unreadable>> =
-        statement.query_map([at], rows::read)?.collect::<rusqlite::Result<_>>()?;
+    let mut statement = tx.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE {clause}"))?;
+    let read: Vec<Result<Job, Unreadable>> = statement
+        .query_map([at], rows::read)?
+        .collect::<rusqlite::Result<_>>()?;
     let mut jobs = Vec::with_capacity(read.len());
     for row in read {
         match row {
@@ -233,9 +232,8 @@ impl JobStore for SqliteJobs {
     ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
         let (id, webhooks) = (id.to_owned(), self.webhooks);
         self.call(move |tx, tally| {
-            let Some(mut job) =
-                find(tx, &id, webhooks, tally)?
-                    .filter(|j| j.status == JobStatus::Running && j.runs == run)
+            let Some(mut job) = find(tx, &id, webhooks, tally)?
+                .filter(|j| j.status == JobStatus::Running && j.runs == run)
             else {
                 return Ok(None);
             };

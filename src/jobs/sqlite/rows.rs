@@ -28,13 +28,19 @@ pub fn read(row: &Row<'_>) -> rusqlite::Result<Result<Job, Unreadable>> {
 /// The row's columns as a job; an error names the column that did not decode.
 fn decoded(row: &Row<'_>) -> Result<Job, String> {
     let failed = |column: &str, e: &dyn std::fmt::Display| format!("`{column}`: {e}");
-    let text = |index: usize| row.get::<_, Option<String>>(index).map_err(|e| failed("row", &e));
+    let text = |index: usize| {
+        row.get::<_, Option<String>>(index)
+            .map_err(|e| failed("row", &e))
+    };
     let json = |index: usize, column: &str| -> Result<Option<serde_json::Value>, String> {
         text(index)?
             .map(|t| serde_json::from_str(&t).map_err(|e| failed(column, &e)))
             .transpose()
     };
-    let number = |index: usize| row.get::<_, Option<i64>>(index).map_err(|e| failed("row", &e));
+    let number = |index: usize| {
+        row.get::<_, Option<i64>>(index)
+            .map_err(|e| failed("row", &e))
+    };
     let status = text(2)?.unwrap_or_default();
     let request = text(7)?.unwrap_or_default();
     let delivery = text(10)?
@@ -106,4 +112,3 @@ pub fn write(tx: &Connection, job: &Job) -> rusqlite::Result<()> {
 fn decode(column: usize, error: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(error))
 }
-

@@ -271,7 +271,10 @@ async fn a_due_delivery_is_held_while_one_sender_makes_it() {
     let store = open(&PathBuf::from(":memory:"), true, DAY, 3).expect("opens");
     let job = submitted(&store, job("a", at(0))).await;
     store.cancel(&job.id, "", at(5)).await.expect("writes");
-    let due = store.due_deliveries(at(10), LEASE, 100).await.expect("reads");
+    let due = store
+        .due_deliveries(at(10), LEASE, 100)
+        .await
+        .expect("reads");
     assert_eq!(due.len(), 1);
     assert!(
         store

@@ -6,6 +6,7 @@
 
 mod answers;
 mod kept;
+mod keys;
 
 use serde_json::{Value, json};
 

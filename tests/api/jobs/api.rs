@@ -173,6 +173,27 @@ async fn a_cancel_stops_the_running_run_at_once_and_a_second_cancel_is_409() {
 }
 
 #[tokio::test]
+async fn a_canceled_job_is_counted_finished_whether_it_was_queued_or_running() {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(sse(vec![Step::Stall]));
+    let gateway = Gateway::options()
+        .mock(&upstream)
+        .adjust(|config| config.jobs.runner.concurrency = 1)
+        .start()
+        .await;
+    let running = job_id(submit(&gateway, "先").await).await;
+    let queued = job_id(submit(&gateway, "后").await).await;
+    requests_arrive(&upstream, 1).await;
+    assert_eq!(job_after(&gateway, &queued, 1).await["status"], "queued");
+    for id in [&queued, &running] {
+        let response = gateway.delete(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(response.status(), 200);
+    }
+    let canceled = "ladle_jobs_finished_total{task=\"fridge\",status=\"canceled\"}";
+    assert_eq!(gateway.metric(canceled).await, 2.0);
+}
+
+#[tokio::test]
 async fn the_same_submit_under_a_key_gets_the_same_job_and_another_request_is_422() {
     let upstream = MockUpstream::start().await;
     upstream.cycle([ideas()]);

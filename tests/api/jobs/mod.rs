@@ -4,6 +4,7 @@
 
 mod api;
 mod durability;
+mod pacing;
 mod poison;
 mod runs;
 mod webhooks;

@@ -95,14 +95,24 @@ async fn a_model_answer_nested_past_the_limit_fails_its_job_and_the_next_one_is_
     let db = temp_dir("jobs-deep-answer").join("state.db");
     let gateway = serve_on(&db, &upstream, &receiver).await;
 
-    let deep_job = job_id(gateway.post("/v1/tasks/fridge?async=true", &fridge("深")).await).await;
+    let deep_job = job_id(
+        gateway
+            .post("/v1/tasks/fridge?async=true", &fridge("深"))
+            .await,
+    )
+    .await;
     let failed = job_after(&gateway, &deep_job, 5_000).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     assert_eq!(failed["error"]["code"], "invalid_output", "{failed}");
     assert_eq!(delivered(&receiver, &deep_job).await, "job.failed");
 
     upstream.push([ideas()]);
-    let next = job_id(gateway.post("/v1/tasks/fridge?async=true", &fridge("浅")).await).await;
+    let next = job_id(
+        gateway
+            .post("/v1/tasks/fridge?async=true", &fridge("浅"))
+            .await,
+    )
+    .await;
     let done = job_after(&gateway, &next, 5_000).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(delivered(&receiver, &next).await, "job.succeeded");
@@ -145,7 +155,12 @@ async fn a_row_that_cannot_be_read_is_ended_and_the_queue_and_deliveries_go_on()
     }
 
     let second = serve_on(&db, &upstream, &receiver).await;
-    let next = job_id(second.post("/v1/tasks/fridge?async=true", &fridge("新")).await).await;
+    let next = job_id(
+        second
+            .post("/v1/tasks/fridge?async=true", &fridge("新"))
+            .await,
+    )
+    .await;
     let done = job_after(&second, &next, 5_000).await;
     assert_eq!(done["status"], "succeeded", "the queue goes on: {done}");
     assert_eq!(delivered(&receiver, &next).await, "job.succeeded");
@@ -159,7 +174,11 @@ async fn a_row_that_cannot_be_read_is_ended_and_the_queue_and_deliveries_go_on()
         assert_eq!(delivered(&receiver, id).await, "job.failed");
         let warned = second.lines().iter().any(|line| {
             serde_json::from_str::<Value>(line).is_ok_and(|l| {
-                l["level"] == "WARN" && l["job_id"] == id && l["message"].as_str().is_some_and(|m| m.contains("cannot be read"))
+                l["level"] == "WARN"
+                    && l["job_id"] == id
+                    && l["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("cannot be read"))
             })
         });
         assert!(warned, "a WARN line names {id}");
@@ -167,6 +186,14 @@ async fn a_row_that_cannot_be_read_is_ended_and_the_queue_and_deliveries_go_on()
     let counted = "ladle_store_errors_total{op=\"read\"}";
     assert_eq!(second.metric(counted).await, 2.0);
     let finished = "ladle_jobs_finished_total{task=\"fridge\",status=\"failed\"}";
-    assert_eq!(second.metric(finished).await, 1.0, "the queued one finished");
-    assert_eq!(json!(upstream.requests().len()), json!(1), "only the good job ran");
+    assert_eq!(
+        second.metric(finished).await,
+        1.0,
+        "the queued one finished"
+    );
+    assert_eq!(
+        json!(upstream.requests().len()),
+        json!(1),
+        "only the good job ran"
+    );
 }

@@ -98,13 +98,22 @@ impl LadleProcess {
 
     /// The process's resident memory (`VmRSS`), in KiB.
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The most resident memory the process has had (`VmHWM`), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let path = format!("/proc/{}/status", self.pid());
         let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("a VmRSS line")
+            .unwrap_or_else(|| panic!("a {field} line"))
     }
 
     /// Sends SIGTERM, as an orchestrator would.

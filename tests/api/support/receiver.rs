@@ -43,6 +43,11 @@ impl Received {
 struct Inner {
     received: Vec<Received>,
     script: Vec<u16>,
+    /// How long each answer takes.
+    delay: std::time::Duration,
+    /// Deliveries being answered now, and the most at once so far.
+    inflight: usize,
+    most_inflight: usize,
 }
 
 /// A running receiver.
@@ -56,13 +61,19 @@ pub struct Receiver {
 impl Receiver {
     /// Starts a receiver answering `script` in turn (the last status repeats).
     pub async fn start(script: &[u16]) -> Receiver {
+        Receiver::slow(script, std::time::Duration::ZERO).await
+    }
+
+    /// A receiver that takes `delay` over each answer.
+    pub async fn slow(script: &[u16], delay: std::time::Duration) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the receiver");
         let address = listener.local_addr().expect("its address");
         let inner = Arc::new(Mutex::new(Inner {
-            received: Vec::new(),
             script: script.to_vec(),
+            delay,
+            ..Inner::default()
         }));
         let app = Router::new()
             .route("/hook", post(receive))
@@ -80,6 +91,11 @@ impl Receiver {
     pub fn received(&self) -> Vec<Received> {
         self.inner.lock().expect("receiver lock").received.clone()
     }
+
+    /// The most deliveries it was answering at once.
+    pub fn most_at_once(&self) -> usize {
+        self.inner.lock().expect("receiver lock").most_inflight
+    }
 }
 
 async fn receive(
@@ -87,21 +103,26 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> (StatusCode, HeaderMap) {
-    let status = {
+    let (status, delay) = {
         let mut inner = inner.lock().expect("receiver lock");
+        inner.inflight += 1;
+        inner.most_inflight = inner.most_inflight.max(inner.inflight);
         let turn = inner.received.len();
         inner.received.push(Received {
             headers,
             body,
             at: tokio::time::Instant::now(),
         });
-        inner
+        let status = inner
             .script
             .get(turn)
             .or(inner.script.last())
             .copied()
-            .unwrap_or(200)
+            .unwrap_or(200);
+        (status, inner.delay)
     };
+    tokio::time::sleep(delay).await;
+    inner.lock().expect("receiver lock").inflight -= 1;
     if status == 0 {
         std::future::pending::<()>().await;
     }
