@@ -39,6 +39,9 @@ pub struct FileStore {
     /// and a reload that read the folder before a save can never install what it
     /// read after it (an admin write is never undone).
     writer: std::sync::Mutex<()>,
+    /// Why the folder could not be listed at the last reload (`EMFILE`, the
+    /// folder moved away during a deploy): the prompts read before stay live.
+    unlisted: RwLock<Option<String>>,
 }
 
 impl FileStore {
@@ -48,6 +51,7 @@ impl FileStore {
             dir: dir.into(),
             entries: RwLock::new(BTreeMap::new()),
             writer: std::sync::Mutex::new(()),
+            unlisted: RwLock::new(None),
         };
         store.refresh();
         store
@@ -217,9 +221,32 @@ impl PromptStore for FileStore {
         self.save(name, &text, None)
     }
 
+    fn folder_unreadable(&self) -> Option<String> {
+        self.unlisted
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn refresh(&self) {
         let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let found = scan(&self.dir);
+        let listed = scan(&self.dir);
+        {
+            let mut unlisted = self.unlisted.write().unwrap_or_else(|e| e.into_inner());
+            // Logged once per change of state, not once a second.
+            match (&listed, unlisted.as_deref()) {
+                (Err(why), seen) if seen != Some(why.as_str()) => {
+                    tracing::warn!(error = %why, "the prompts folder cannot be listed; every prompt read before stays live");
+                }
+                (Ok(_), Some(_)) => tracing::info!("the prompts folder can be listed again"),
+                _ => {}
+            }
+            *unlisted = listed.as_ref().err().cloned();
+        }
+        // A folder that cannot be listed says nothing of its prompts.
+        let Ok(found) = listed else {
+            return;
+        };
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         entries.retain(|name, _| found.contains_key(name));
         for (name, (path, stamp)) in found {
@@ -231,7 +258,14 @@ impl PromptStore for FileStore {
             let text = match read_prompt(&path, stamp.0) {
                 Ok(text) if entry.seen_text.as_deref() == Some(text.as_str()) => continue,
                 Ok(text) => text,
-                Err(why) => {
+                Err(Unread::Io(why)) => {
+                    // Not the file's fault (no descriptor left, say): read again
+                    // at the next reload, the last good version live meanwhile.
+                    tracing::warn!(prompt = %name, error = %why, "prompt file cannot be opened; the last good version stays live");
+                    entry.seen_file = None;
+                    continue;
+                }
+                Err(Unread::Broken(why)) => {
                     tracing::warn!(prompt = %name, error = %why, "prompt file is broken; the last good version stays live");
                     entry.error = Some(why);
                     continue;
@@ -258,25 +292,37 @@ impl PromptStore for FileStore {
     }
 }
 
+/// The prompts a folder lists.
+type Listing = BTreeMap<String, (PathBuf, (u64, SystemTime))>;
+
 /// Every `{valid-name}.toml` regular file in the folder, with its path, size and
-/// modification time (nothing is read yet).
-fn scan(dir: &Path) -> BTreeMap<String, (PathBuf, (u64, SystemTime))> {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return BTreeMap::new();
-    };
-    listing
-        .flatten()
-        .filter_map(|entry| {
-            let file = entry.file_name().into_string().ok()?;
-            let name = file.strip_suffix(".toml")?;
-            if !valid_name(name) {
-                return None;
-            }
-            let path = entry.path();
-            let stamp = file_stamp(&path)?;
-            Some((name.to_owned(), (path, stamp)))
-        })
-        .collect()
+/// modification time (nothing is read yet); or why the folder could not be
+/// listed whole (never its path).
+fn scan(dir: &Path) -> Result<Listing, String> {
+    let listing = std::fs::read_dir(dir).map_err(|e| e.to_string())?;
+    let mut found = Listing::new();
+    for entry in listing {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let Ok(file) = entry.file_name().into_string() else {
+            continue;
+        };
+        let Some(name) = file.strip_suffix(".toml").filter(|n| valid_name(n)) else {
+            continue;
+        };
+        let path = entry.path();
+        if let Some(stamp) = file_stamp(&path) {
+            found.insert(name.to_owned(), (path, stamp));
+        }
+    }
+    Ok(found)
+}
+
+/// Why a prompt file's text was not read.
+enum Unread {
+    /// The file itself is unusable (too large, not UTF-8): a broken prompt.
+    Broken(String),
+    /// It could not be opened or read: worth another try.
+    Io(String),
 }
 
 /// A regular file's size and modification time; `None` for anything else
@@ -290,11 +336,17 @@ fn file_stamp(path: &Path) -> Option<(u64, SystemTime)> {
 }
 
 /// A prompt file's text, refused past `MAX_PROMPT_BYTES` without reading it.
-fn read_prompt(path: &Path, size: u64) -> Result<String, String> {
+fn read_prompt(path: &Path, size: u64) -> Result<String, Unread> {
     if size > MAX_PROMPT_BYTES {
-        return Err(format!("the file is over {MAX_PROMPT_BYTES} bytes"));
+        return Err(Unread::Broken(format!(
+            "the file is over {MAX_PROMPT_BYTES} bytes"
+        )));
     }
-    read_regular(path).ok_or_else(|| "the file cannot be read as UTF-8 text".to_owned())
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map_err(|_| Unread::Broken("the file cannot be read as UTF-8 text".to_owned())),
+        Err(e) => Err(Unread::Io(e.to_string())),
+    }
 }
 
 /// The text of a regular file; symlinks and anything else are not followed.

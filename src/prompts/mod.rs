@@ -79,6 +79,12 @@ pub trait PromptStore: Send + Sync {
     fn rollback(&self, name: &str, version: &str) -> Result<Saved, StoreError>;
     /// Looks at the backing storage again.
     fn refresh(&self);
+
+    /// Why the store's folder could not be listed at its last reload, while
+    /// that lasts (the prompts read before stay live).
+    fn folder_unreadable(&self) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub async fn healthz() -> &'static str {
 }
 
 /// `200 {"prompts": N}` when every prompt loaded, else `503` naming the broken
-/// ones; with a fleet's Redis, `"redis": "ok" | "unreachable"` too, which does not
+/// ones (or the prompts folder, while it cannot be listed); with a fleet's Redis, `"redis": "ok" | "unreachable"` too, which does not
 /// change the status (prompts are served from the last copy meanwhile).
 pub async fn readyz(State(app): State<AppState>) -> Response {
     let broken = app.prompts.broken();
@@ -28,7 +28,11 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
     if let Some(why) = &keys_broken {
         body["client_keys"] = json!({ "broken": why });
     }
-    if broken.is_empty() && keys_broken.is_none() {
+    let unlisted = app.prompts.folder_unreadable();
+    if let Some(why) = &unlisted {
+        body["prompts_folder"] = json!({ "unreadable": why });
+    }
+    if broken.is_empty() && keys_broken.is_none() && unlisted.is_none() {
         return Json(body).into_response();
     }
     let broken: serde_json::Map<_, _> = broken

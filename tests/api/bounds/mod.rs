@@ -10,5 +10,6 @@ mod idempotency;
 mod metrics;
 mod nutrition;
 mod prompt_files;
+mod prompt_folder;
 mod templates;
 mod upstream_words;
