@@ -162,6 +162,7 @@ fn kept_state(
                     webhooks,
                     ttl,
                     runs,
+                    settings.state_max_bytes,
                     metrics.clone(),
                 )?),
                 Arc::new(SqliteCache::in_file(file, entries)?),

@@ -10,6 +10,11 @@
 //! after its job is durable, and fifty submits arriving together cost one fsync,
 //! not fifty (group commit). The file is locked for the process's lifetime
 //! (`locking_mode = EXCLUSIVE`): a second process on it stops at start-up.
+//!
+//! The file is bounded: `LADLE_STATE_MAX_BYTES` is checked before what would
+//! grow it (`has_room`), pages freed by expiry are given back to the disk
+//! (incremental vacuum, `reclaim`), and the write-ahead log is cut back to
+//! `WAL_KEPT_BYTES` after each checkpoint.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -26,6 +31,10 @@ use crate::config::settings::invalid;
 const MOST_PER_COMMIT: usize = 256;
 /// The setting that names the file.
 const KEY: &str = "LADLE_STATE_DB";
+/// What the write-ahead log keeps on disk after a checkpoint.
+const WAL_KEPT_BYTES: i64 = 4 << 20;
+/// Free pages worth giving back to the disk.
+const RECLAIM_PAST_BYTES: i64 = 8 << 20;
 
 /// The file could not do what was asked: why, without its path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,6 +51,8 @@ type Work = Box<dyn FnOnce(&Connection) -> (bool, Answer) + Send>;
 #[derive(Clone)]
 pub struct StateFile {
     calls: mpsc::Sender<Work>,
+    /// Where it is (`None` in memory), for its size on disk.
+    path: Option<std::path::PathBuf>,
 }
 
 impl StateFile {
@@ -69,7 +80,18 @@ impl StateFile {
             .name("ladle-state".into())
             .spawn(move || write_batches(connection, queue))
             .map_err(|e| invalid(KEY, format!("cannot start the state thread: {e}")))?;
-        Ok(StateFile { calls })
+        let path = (path != Path::new(":memory:")).then(|| path.to_path_buf());
+        Ok(StateFile { calls, path })
+    }
+
+    /// The file's size on disk with its write-ahead log, as the operating system
+    /// sees it (`None` in memory or when it cannot be read).
+    pub fn disk_bytes(&self) -> Option<u64> {
+        let path = self.path.as_ref()?;
+        let main = std::fs::metadata(path).ok()?.len();
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        Some(main + std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0))
     }
 
     /// Runs `op` in the writer thread's next transaction; resolves once it is
@@ -124,20 +146,71 @@ fn stopped() -> FileDown {
     FileDown("the state thread has stopped".into())
 }
 
+/// Whether `adding` more bytes keep the file's live pages (those not free for
+/// reuse) within `max`.
+pub fn has_room(connection: &Connection, max: u64, adding: usize) -> rusqlite::Result<bool> {
+    let pragma = |name: &str| connection.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0));
+    let (pages, free, size): (i64, i64, i64) = (
+        pragma("page_count")?,
+        pragma("freelist_count")?,
+        pragma("page_size")?,
+    );
+    let live = (pages - free).max(0) as u64 * size.max(0) as u64;
+    Ok(live.saturating_add(adding as u64) <= max)
+}
+
+/// Gives the file's free pages back to the disk once they are worth it.
+pub fn reclaim(connection: &Connection) -> rusqlite::Result<()> {
+    let pragma = |name: &str| -> rusqlite::Result<i64> {
+        connection.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+    };
+    if pragma("freelist_count")? * pragma("page_size")? > RECLAIM_PAST_BYTES {
+        // Stepped to its end: each step frees a page, and it may report rows.
+        let mut vacuum = connection.prepare("PRAGMA incremental_vacuum")?;
+        let mut steps = vacuum.query([])?;
+        while steps.next()?.is_some() {}
+    }
+    Ok(())
+}
+
 /// The file's settings and its lock.
 fn prepare(connection: &Connection) -> rusqlite::Result<()> {
     connection.busy_timeout(Duration::ZERO)?;
     connection.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
     // Takes the exclusive lock now, not at the first write.
-    connection.execute_batch("BEGIN EXCLUSIVE; COMMIT;")
+    connection.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
+    // Free pages can be given back only in incremental mode; a file made by an
+    // earlier build is rewritten in it once (a new one is made in it).
+    let mode: i64 = connection.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if mode != 2 {
+        connection.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
+    }
+    Ok(())
 }
 
+/// How often the write-ahead log is folded into the file and cut to nothing
+/// (and at once when the writer is idle for as long): SQLite's own checkpoint
+/// waits for ~4 MiB of log, which a small volume may not have to spare.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
 /// The writer thread: one transaction per batch of waiting calls, each in a
-/// savepoint, answered after the commit. Ends when every handle is gone.
+/// savepoint, answered after the commit; a checkpoint at most every
+/// `CHECKPOINT_EVERY` while there are commits. Ends when every handle is gone.
 fn write_batches(mut connection: Connection, queue: mpsc::Receiver<Work>) {
-    while let Ok(first) = queue.recv() {
+    let mut checkpointed = tokio::time::Instant::now();
+    let mut dirty = false;
+    loop {
+        let first = match queue.recv_timeout(CHECKPOINT_EVERY) {
+            Ok(first) => first,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                checkpoint(&connection, &mut dirty, &mut checkpointed);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut batch = vec![first];
         while batch.len() < MOST_PER_COMMIT
             && let Ok(more) = queue.try_recv()
@@ -170,5 +243,22 @@ fn write_batches(mut connection: Connection, queue: mpsc::Receiver<Work>) {
         for answer in answers {
             answer(committed.clone());
         }
+        dirty = true;
+        if checkpointed.elapsed() >= CHECKPOINT_EVERY {
+            checkpoint(&connection, &mut dirty, &mut checkpointed);
+        }
+    }
+}
+
+/// Folds the log into the file and cuts it to nothing, if anything was
+/// committed since the last time.
+fn checkpoint(connection: &Connection, dirty: &mut bool, at: &mut tokio::time::Instant) {
+    if !*dirty {
+        return;
+    }
+    *at = tokio::time::Instant::now();
+    match connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        Ok(()) => *dirty = false,
+        Err(e) => tracing::warn!(error = %e, "the state file's log could not be checkpointed"),
     }
 }

@@ -39,6 +39,8 @@ pub enum Submitted {
     Accepted(Job),
     /// `LADLE_JOB_MAX_QUEUED` jobs are not finished yet: nothing was written.
     Full,
+    /// The state file would pass `LADLE_STATE_MAX_BYTES`: nothing was written.
+    FileFull,
 }
 
 /// What a cancel led to.
@@ -64,6 +66,9 @@ pub struct Counts {
     pub retry_wait: u64,
     /// When the oldest queued job was created (Unix milliseconds).
     pub oldest_queued: Option<u64>,
+    /// The state file's size on disk, with its log (`None` with Redis, or in
+    /// memory).
+    pub state_bytes: Option<u64>,
 }
 
 /// A status change, for its log line and metrics.

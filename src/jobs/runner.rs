@@ -225,6 +225,9 @@ async fn account(shared: &Shared) -> bool {
         .oldest_queued
         .map(|at| unix_millis().saturating_sub(at));
     metrics.job_queue_age(Duration::from_millis(age.unwrap_or(0)));
+    if let Some(bytes) = counts.state_bytes {
+        metrics.state_file_bytes(bytes);
+    }
     counts.queued + counts.running + counts.retry_wait == 0
 }
 

@@ -141,6 +141,12 @@ async fn create(app: &AppState, request: JobRequest, client: &str) -> Result<Job
         Ok(Submitted::Full) => Err(ApiError::Overloaded {
             retry_after: Duration::from_secs(5),
         }),
+        Ok(Submitted::FileFull) => {
+            tracing::warn!("a submit was refused: the state file is at LADLE_STATE_MAX_BYTES");
+            Err(ApiError::Overloaded {
+                retry_after: Duration::from_secs(5),
+            })
+        }
         Err(down) => {
             tracing::warn!(error = %down, "a submit found the job store unavailable");
             Err(ApiError::StoreUnavailable)

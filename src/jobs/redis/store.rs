@@ -217,6 +217,7 @@ impl JobStore for RedisJobs {
                 running,
                 retry_wait,
                 oldest_queued: oldest.first().map(|(_, at)| at.max(0.0) as u64),
+                state_bytes: None,
             })
         })
     }

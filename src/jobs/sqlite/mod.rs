@@ -42,6 +42,8 @@ pub struct SqliteJobs {
     webhooks: bool,
     /// How long a finished job can still be read.
     ttl: Duration,
+    /// `LADLE_STATE_MAX_BYTES`: no submit grows the file past it.
+    max_bytes: u64,
 }
 
 impl SqliteJobs {
@@ -53,6 +55,7 @@ impl SqliteJobs {
         webhooks: bool,
         ttl: Duration,
         max_runs: u32,
+        max_bytes: u64,
         metrics: Metrics,
     ) -> Result<SqliteJobs, ConfigError> {
         let tally = file.call_now(move |connection| {
@@ -73,6 +76,7 @@ impl SqliteJobs {
             tally: Arc::new(Mutex::new(tally)),
             webhooks,
             ttl,
+            max_bytes,
         })
     }
 

@@ -12,6 +12,7 @@ use crate::error::ApiError;
 use crate::jobs::{
     Canceled, Counts, Delivery, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown, Submitted,
 };
+use crate::state_file;
 
 /// The schema; `seq` keeps creation order (jobs start oldest first).
 pub const SCHEMA: &str = "
@@ -151,9 +152,15 @@ fn expired(ttl: Duration, job: &Job, now: u64) -> bool {
 
 impl JobStore for SqliteJobs {
     fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
+        let max_bytes = self.max_bytes;
+        // The request's text is most of what the row adds.
+        let adding = serde_json::to_vec(&job.request).map_or(0, |text| text.len());
         self.call(move |tx, tally| {
             if tally.unfinished >= max_queued {
                 return Ok(Submitted::Full);
+            }
+            if !state_file::has_room(tx, max_bytes, adding)? {
+                return Ok(Submitted::FileFull);
             }
             rows::write(tx, &job)?;
             tally.unfinished += 1;
@@ -313,12 +320,14 @@ impl JobStore for SqliteJobs {
                  AND updated_at <= ?1 AND delivery_due IS NULL",
                 params![before],
             )?;
+            state_file::reclaim(tx)?;
             Ok(gone as u64)
         })
     }
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>> {
-        self.call(|tx, _| {
+        let file = self.file.clone();
+        let counted = self.call(|tx, _| {
             let mut counts = Counts::default();
             let mut statement = tx.prepare_cached(&format!(
                 "SELECT status, COUNT(*) FROM jobs WHERE {UNFINISHED} GROUP BY status"
@@ -342,6 +351,11 @@ impl JobStore for SqliteJobs {
                 .next()
                 .transpose()?
                 .map(|at| at.max(0) as u64);
+            Ok(counts)
+        });
+        Box::pin(async move {
+            let mut counts = counted.await?;
+            counts.state_bytes = file.disk_bytes();
             Ok(counts)
         })
     }

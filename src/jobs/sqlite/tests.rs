@@ -31,6 +31,7 @@ fn open(
         webhooks,
         ttl,
         max_runs,
+        1 << 30,
         crate::ops::metrics::Metrics::new(),
     )
 }
@@ -57,7 +58,7 @@ fn job(task: &str, now: u64) -> Job {
 async fn submitted(store: &SqliteJobs, job: Job) -> Job {
     match store.submit(job, 1_000).await.expect("written") {
         Submitted::Accepted(job) => job,
-        Submitted::Full => panic!("not full"),
+        Submitted::Full | Submitted::FileFull => panic!("not full"),
     }
 }
 

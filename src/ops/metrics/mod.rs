@@ -205,13 +205,6 @@ impl Metrics {
             .increment(1);
     }
 
-    /// Counts what a store could not do (`read`: a record that could not be read
-    /// back and was ended; `commit`: a write the state file refused).
-    pub fn store_error(&self, op: &'static str) {
-        self.labelled_counter("ladle_store_errors_total", vec![Label::new("op", op)])
-            .increment(1);
-    }
-
     /// A counter with labels, registered as it comes: for rare events only.
     fn labelled_counter(&self, name: &'static str, labels: Vec<Label>) -> Counter {
         let key = Key::from_parts(name, labels);

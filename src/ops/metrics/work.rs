@@ -1,5 +1,5 @@
 //! The counters of work that outlives a request (contract 7.4): jobs, their runs,
-//! webhooks and the answer cache.
+//! webhooks, the answer cache and the state they are kept in.
 
 use metrics::{Counter, Key, Label, Recorder};
 
@@ -20,6 +20,20 @@ pub(super) struct TaskSeries {
 }
 
 impl Metrics {
+    /// Sets `ladle_state_file_bytes`.
+    pub fn state_file_bytes(&self, bytes: u64) {
+        let key = Key::from_name("ladle_state_file_bytes");
+        let gauge = self.inner.recorder.register_gauge(&key, &METADATA);
+        gauge.set(bytes as f64);
+    }
+
+    /// Counts what a store could not do (`read`: a record that could not be read
+    /// back and was ended; `commit`: a write the state file refused).
+    pub fn store_error(&self, op: &'static str) {
+        self.labelled_counter("ladle_store_errors_total", vec![Label::new("op", op)])
+            .increment(1);
+    }
+
     /// Sets `ladle_jobs{status}` for the unfinished statuses.
     pub fn job_counts(&self, queued: u64, running: u64, retry_wait: u64) {
         for (status, count) in [

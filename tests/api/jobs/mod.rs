@@ -7,6 +7,7 @@ mod durability;
 mod pacing;
 mod poison;
 mod runs;
+mod state_file;
 mod webhooks;
 
 use serde_json::{Value, json};

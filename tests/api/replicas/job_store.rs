@@ -46,7 +46,7 @@ fn job(dish: &str, now: u64) -> Job {
 async fn submitted(store: &RedisJobs, job: Job) -> Job {
     match store.submit(job, 1_000).await.expect("written") {
         Submitted::Accepted(job) => job,
-        Submitted::Full => panic!("not full"),
+        Submitted::Full | Submitted::FileFull => panic!("not full"),
     }
 }
 
