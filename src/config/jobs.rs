@@ -21,8 +21,6 @@ pub struct JobSettings {
     /// `LADLE_STATE_MAX_BYTES`: the state file's size past which submits are
     /// refused.
     pub state_max_bytes: u64,
-    /// `LADLE_MAX_WAITERS`: job reads waiting (`?wait_ms`) at once.
-    pub max_waiters: usize,
     /// Deliveries of finished jobs, when `LADLE_JOB_WEBHOOK_URL` is set.
     pub webhook: Option<WebhookSettings>,
 }
@@ -37,6 +35,7 @@ pub fn load(src: &Sources<'_>, lease: Duration) -> Result<JobSettings, ConfigErr
         lease,
         tick: Duration::from_millis(100),
         account_every: Duration::from_secs(1),
+        max_waiters: src.get("LADLE_MAX_WAITERS")?,
     };
     for (key, value) in [
         ("LADLE_JOB_CONCURRENCY", runner.concurrency as u64),
@@ -48,11 +47,10 @@ pub fn load(src: &Sources<'_>, lease: Duration) -> Result<JobSettings, ConfigErr
     }
     let max_queued: u64 = src.get("LADLE_JOB_MAX_QUEUED")?;
     let state_max_bytes: u64 = src.get("LADLE_STATE_MAX_BYTES")?;
-    let max_waiters: usize = src.get("LADLE_MAX_WAITERS")?;
     for (key, value) in [
         ("LADLE_JOB_MAX_QUEUED", max_queued),
         ("LADLE_STATE_MAX_BYTES", state_max_bytes),
-        ("LADLE_MAX_WAITERS", max_waiters as u64),
+        ("LADLE_MAX_WAITERS", runner.max_waiters as u64),
     ] {
         if value == 0 {
             return Err(invalid(key, "must be at least 1"));
@@ -63,7 +61,6 @@ pub fn load(src: &Sources<'_>, lease: Duration) -> Result<JobSettings, ConfigErr
         runner,
         max_queued,
         state_max_bytes,
-        max_waiters,
         webhook: webhook(src)?,
     })
 }

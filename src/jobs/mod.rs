@@ -13,6 +13,7 @@ pub mod record;
 pub mod redis;
 pub mod runner;
 pub mod sqlite;
+pub mod waiters;
 pub mod webhooks;
 
 use std::time::Duration;

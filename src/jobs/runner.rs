@@ -14,6 +14,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::outcome::{RunError, judge};
+use super::waiters::{LOOK_EVERY, Place, Seen, Waiters};
 use super::{Job, JobStore, Moved};
 use crate::background::Background;
 use crate::ops::metrics::Metrics;
@@ -44,6 +45,8 @@ pub struct RunnerSettings {
     /// How often the gauges (`ladle_jobs`, the queue's age) are counted and
     /// finished jobs past their time forgotten.
     pub account_every: Duration,
+    /// `LADLE_MAX_WAITERS`: job reads waiting (`?wait_ms`) at once.
+    pub max_waiters: usize,
 }
 
 /// How often an idle replica (no unfinished job anywhere, no run here) looks at
@@ -72,8 +75,10 @@ struct Shared {
     /// Asks the loop to look for work now (a submit).
     wake: tokio::sync::Notify,
     /// Cancelled at the shutdown signal: no run starts after it, while requests
-    /// still drain and the background work goes on.
+    /// still drain and the background work goes on; waiting reads answer.
     claiming: CancellationToken,
+    /// Reads waiting for jobs to finish.
+    waiters: Waiters,
 }
 
 impl Runner {
@@ -84,12 +89,13 @@ impl Runner {
                 store,
                 task: std::sync::OnceLock::new(),
                 settings,
-                metrics,
                 slots: Arc::new(Semaphore::new(settings.concurrency.max(1))),
                 running: Mutex::default(),
                 changes: watch::channel(0).0,
                 wake: tokio::sync::Notify::new(),
                 claiming: CancellationToken::new(),
+                waiters: Waiters::new(settings.max_waiters, metrics.clone()),
+                metrics,
             }),
         }
     }
@@ -105,6 +111,18 @@ impl Runner {
         if self.shared.task.set(task).is_err() {
             return;
         }
+        let (shared, stopping) = (self.shared.clone(), background.stopping());
+        // The waiting reads' jobs, read at every change seen here and every tick.
+        drop(background.spawn(async move {
+            let mut changes = shared.changes.subscribe();
+            loop {
+                tokio::select! {
+                    () = stopping.cancelled() => break,
+                    _ = tokio::time::timeout(LOOK_EVERY, changes.changed()) => {}
+                }
+                shared.waiters.look(&*shared.store).await;
+            }
+        }));
         let (shared, owner) = (self.shared.clone(), background.clone());
         let stopping = background.stopping();
         drop(background.spawn(async move {
@@ -162,11 +180,19 @@ impl Runner {
         self.shared.changes.send_modify(|n| *n += 1);
     }
 
-    /// Resolves at the next change this replica sees (or after `at_most`, so a
-    /// change made on another replica is noticed too).
-    pub async fn next_change(&self, at_most: Duration) {
-        let mut changes = self.shared.changes.subscribe();
-        let _ = tokio::time::timeout(at_most, changes.changed()).await;
+    /// A place to wait for a job, unless `LADLE_MAX_WAITERS` are waiting.
+    pub fn enter_wait(&self) -> Option<Place> {
+        self.shared.waiters.enter()
+    }
+
+    /// Waits until job `id` of `client` is over, `until` passes or shutdown
+    /// begins (a waiting read never holds the shutdown); the job as it is then.
+    pub async fn wait(&self, id: &str, client: &str, until: tokio::time::Instant) -> Seen {
+        let shared = &self.shared;
+        shared
+            .waiters
+            .wait((id, client), until, &shared.claiming)
+            .await
     }
 }
 

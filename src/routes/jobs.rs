@@ -4,12 +4,14 @@
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::ClientName;
 use crate::error::ApiError;
+use crate::jobs::waiters::Seen;
 use crate::jobs::{Canceled, Job, record};
 use crate::state::AppState;
 use crate::wall::unix_millis;
@@ -44,7 +46,8 @@ impl Wait {
     }
 }
 
-/// `GET /v1/jobs/{id}`.
+/// `GET /v1/jobs/{id}`: a waiting read shares its job's one watch with every
+/// other (`jobs::waiters`), and is answered at once when shutdown begins.
 pub async fn read(
     State(app): State<AppState>,
     ClientName(client): ClientName,
@@ -52,21 +55,22 @@ pub async fn read(
     Query(wait): Query<Wait>,
 ) -> Result<Response, ApiError> {
     let until = wait.wait()?.map(|wait| Instant::now() + wait);
-    let job = loop {
-        let job = find(&app, &id, &client).await?;
-        match until {
-            Some(until) if !job.status.finished() && Instant::now() < until => {
-                // Changes seen here wake it; one made on another replica is seen
-                // at the next look.
-                let left = until.saturating_duration_since(Instant::now());
-                app.jobs
-                    .next_change(left.min(Duration::from_millis(100)))
-                    .await;
-            }
-            _ => break job,
-        }
+    let job = find(&app, &id, &client).await?;
+    let Some(until) = until.filter(|_| !job.status.finished()) else {
+        return Ok(axum::Json(job.view()).into_response());
     };
-    Ok(axum::Json(job.view()).into_response())
+    let Some(_place) = app.jobs.enter_wait() else {
+        return Err(ApiError::Overloaded {
+            retry_after: Duration::from_secs(1),
+        });
+    };
+    match app.jobs.wait(&id, &client, until).await {
+        Seen::Now(view, _) => {
+            Ok(([(header::CONTENT_TYPE, "application/json")], view).into_response())
+        }
+        Seen::NotYet => Ok(axum::Json(job.view()).into_response()),
+        Seen::Gone => Err(ApiError::JobNotFound),
+    }
 }
 
 /// `DELETE /v1/jobs/{id}`.

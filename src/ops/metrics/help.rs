@@ -111,6 +111,11 @@ pub fn describe(recorder: &PrometheusRecorder) {
         "Unfinished jobs by status (fleet-wide with Redis).".into(),
     );
     recorder.describe_gauge(
+        KeyName::from("ladle_job_waiters"),
+        None,
+        "Job reads waiting (?wait_ms) for their job to finish (LADLE_MAX_WAITERS).".into(),
+    );
+    recorder.describe_gauge(
         KeyName::from("ladle_state_file_bytes"),
         Some(Unit::Bytes),
         "The state file's size on disk with its write-ahead log (LADLE_STATE_DB).".into(),

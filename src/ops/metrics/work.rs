@@ -20,6 +20,13 @@ pub(super) struct TaskSeries {
 }
 
 impl Metrics {
+    /// Sets `ladle_job_waiters`: reads waiting for a job to finish.
+    pub fn job_waiters(&self, waiting: usize) {
+        let key = Key::from_name("ladle_job_waiters");
+        let gauge = self.inner.recorder.register_gauge(&key, &METADATA);
+        gauge.set(waiting as f64);
+    }
+
     /// Sets `ladle_state_file_bytes`.
     pub fn state_file_bytes(&self, bytes: u64) {
         let key = Key::from_name("ladle_state_file_bytes");

@@ -8,6 +8,7 @@ mod pacing;
 mod poison;
 mod runs;
 mod state_file;
+mod waiting;
 mod webhooks;
 
 use serde_json::{Value, json};

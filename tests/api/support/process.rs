@@ -101,6 +101,20 @@ impl LadleProcess {
         self.status_kib("VmRSS:")
     }
 
+    /// Its time on CPU so far (user and system), in clock ticks (1/100 s).
+    pub fn cpu_ticks(&self) -> u64 {
+        let path = format!("/proc/{}/stat", self.pid());
+        let stat = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        // After the command's closing parenthesis, utime and stime are the 12th
+        // and 13th fields.
+        let after = &stat[stat.rfind(')').expect("a command name") + 1..];
+        let fields: Vec<u64> = after
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        fields[11] + fields[12]
+    }
+
     /// The most resident memory the process has had (`VmHWM`), in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
         self.status_kib("VmHWM:")
