@@ -151,5 +151,6 @@ fn kept_answer(kept: &Kept, cached: Cached, attempts: u32, arrived: Instant) -> 
         model: kept.model.clone(),
         elapsed: arrived.elapsed(),
         cache: Some(cached),
+        gathered: true,
     })
 }

@@ -1,7 +1,9 @@
 //! What the current attempt has written, gathered chunk by chunk: the whole answer
 //! a non-streaming caller gets, every choice apart (by `index`), each bounded by
 //! `LADLE_MAX_ANSWER_BYTES`. Reset with each attempt. A relayed stream gathers no
-//! text: its client has every word already.
+//! text (its client has every word already) unless it is kept under an
+//! idempotency key: then it gathers up to the same bound, and past it stops and
+//! is not kept, while its client still gets every word.
 
 use serde_json::Value;
 
@@ -24,6 +26,20 @@ pub struct ChoiceAnswer {
     pub finish_reason: Option<String>,
 }
 
+/// What an attempt's answer gathers of its text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Gather {
+    /// None: a relayed stream whose client has every word.
+    #[default]
+    Nothing,
+    /// All of it, at most this many bytes per choice, or the attempt fails: an
+    /// answer ladle assembles.
+    Whole(usize),
+    /// Up to this many bytes per choice, to be kept: a relayed stream under an
+    /// idempotency key. Past it, gathering stops and the answer is not kept.
+    ToKeep(usize),
+}
+
 /// The choices, usage and identity of one attempt's answer so far.
 #[derive(Debug, Default)]
 pub struct Answer {
@@ -33,8 +49,10 @@ pub struct Answer {
     pub usage: Option<Value>,
     /// The upstream completion's id and model.
     pub meta: Meta,
-    /// The most text one choice may gather; `None` gathers none (a relayed stream).
-    limit: Option<usize>,
+    /// What it gathers.
+    gather: Gather,
+    /// A `ToKeep` answer that passed its bound: what it gathered is not whole.
+    cut: bool,
 }
 
 /// Why an answer cannot be gathered.
@@ -47,35 +65,30 @@ pub enum Overflow {
 }
 
 impl Answer {
-    /// An empty answer that gathers at most `limit` bytes of text per choice, or
-    /// none.
-    pub fn new(limit: Option<usize>) -> Self {
+    /// An empty answer that gathers as `gather` says.
+    pub fn new(gather: Gather) -> Self {
         Answer {
-            limit,
+            gather,
             ..Answer::default()
         }
     }
 
+    /// Whether its choices hold the whole answer's text.
+    pub fn gathered(&self) -> bool {
+        self.gather != Gather::Nothing && !self.cut
+    }
+
     /// Adds what one chunk wrote.
     pub fn absorb(&mut self, chunk: &Chunk) -> Result<(), Overflow> {
-        if let Some(limit) = self.limit {
-            self.absorb_choice(
-                chunk.index,
-                chunk.content.as_deref(),
-                chunk.reasoning.as_deref(),
-                limit,
-            )?;
-            for more in &chunk.more {
-                self.absorb_choice(
-                    more.index,
-                    more.content.as_deref(),
-                    more.reasoning.as_deref(),
-                    limit,
-                )?;
-            }
-            self.finish(chunk.index, chunk.finish_reason.as_deref());
-            for more in &chunk.more {
-                self.finish(more.index, more.finish_reason.as_deref());
+        match self.gather {
+            Gather::Nothing => {}
+            Gather::Whole(limit) => self.absorb_text(chunk, limit)?,
+            Gather::ToKeep(_) if self.cut => {}
+            Gather::ToKeep(limit) => {
+                if self.absorb_text(chunk, limit).is_err() {
+                    self.cut = true;
+                    self.choices.clear();
+                }
             }
         }
         if let Some(usage) = &chunk.usage {
@@ -85,6 +98,21 @@ impl Answer {
             && self.meta.id.is_none()
         {
             self.meta = Meta::clone(meta);
+        }
+        Ok(())
+    }
+
+    /// Adds the text of every choice a chunk wrote.
+    fn absorb_text(&mut self, chunk: &Chunk, limit: usize) -> Result<(), Overflow> {
+        let (content, reasoning) = (chunk.content.as_deref(), chunk.reasoning.as_deref());
+        self.absorb_choice(chunk.index, content, reasoning, limit)?;
+        for more in &chunk.more {
+            let (content, reasoning) = (more.content.as_deref(), more.reasoning.as_deref());
+            self.absorb_choice(more.index, content, reasoning, limit)?;
+        }
+        self.finish(chunk.index, chunk.finish_reason.as_deref());
+        for more in &chunk.more {
+            self.finish(more.index, more.finish_reason.as_deref());
         }
         Ok(())
     }
@@ -169,7 +197,7 @@ mod tests {
 
     #[test]
     fn choices_are_gathered_apart_by_index() {
-        let mut answer = Answer::new(Some(100));
+        let mut answer = Answer::new(Gather::Whole(100));
         answer.absorb(&text(0, "AAA")).expect("fits");
         answer.absorb(&text(1, "aaa")).expect("fits");
         let both = Chunk {
@@ -199,23 +227,37 @@ mod tests {
 
     #[test]
     fn a_choice_past_the_limit_or_the_most_choices_overflows() {
-        let mut answer = Answer::new(Some(5));
+        let mut answer = Answer::new(Gather::Whole(5));
         answer
             .absorb(&text(0, "12345"))
             .expect("exactly the limit fits");
         assert_eq!(answer.absorb(&text(0, "6")), Err(Overflow::TooLarge(5)));
         assert_eq!(
-            Answer::new(Some(5)).absorb(&text(MAX_CHOICES, "x")),
+            Answer::new(Gather::Whole(5)).absorb(&text(MAX_CHOICES, "x")),
             Err(Overflow::Index(MAX_CHOICES))
         );
     }
 
     #[test]
     fn a_relayed_stream_gathers_no_text() {
-        let mut answer = Answer::new(None);
+        let mut answer = Answer::new(Gather::Nothing);
         answer
             .absorb(&text(0, &"x".repeat(10_000)))
             .expect("no limit");
         assert!(answer.choices.is_empty());
+        assert!(!answer.gathered());
+    }
+
+    #[test]
+    fn a_kept_stream_gathers_up_to_its_bound_then_stops_without_failing() {
+        let mut answer = Answer::new(Gather::ToKeep(5));
+        answer.absorb(&text(0, "番")).expect("gathers");
+        assert_eq!((answer.content(), answer.gathered()), ("番", true));
+        answer
+            .absorb(&text(0, "茄"))
+            .expect("past the bound, no failure");
+        answer.absorb(&text(0, "x")).expect("nor after");
+        assert!(!answer.gathered(), "what it has is not the whole answer");
+        assert_eq!(answer.content(), "");
     }
 }

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::answer::Gather;
 use crate::bulkhead::{Bulkhead, Slot};
 use crate::normalize::OutputKind;
 use crate::retry::{Deadline, RetryPolicy};
@@ -22,10 +23,11 @@ pub struct Job {
     pub request_id: String,
     /// For logs: the route it came in on.
     pub route: CompletionRoute,
-    /// `Some(bytes)`: ladle assembles the answer itself, at most this much text
-    /// per choice (`LADLE_MAX_ANSWER_BYTES`), and keeps the upstream's completion
-    /// id and model for it; `None`: a relayed stream, whose chunks carry all that.
-    pub answer_limit: Option<usize>,
+    /// What an attempt gathers of the answer's text (`LADLE_MAX_ANSWER_BYTES`
+    /// per choice): all of it when ladle assembles the answer, up to the bound
+    /// when a relayed stream is kept, none otherwise. With any, the upstream's
+    /// completion id and model are kept too.
+    pub gather: Gather,
     /// The model sent upstream, for the token counts.
     pub model: String,
     /// The slots taken already (a job's run waits for them without a time

@@ -20,6 +20,7 @@ pub mod recent;
 mod shared;
 mod start;
 
+pub use answer::Gather;
 pub use job::{CompletionRoute, Job, Slots};
 pub use output::Output;
 pub use progress::{Cached, Finished, Progress};
@@ -110,7 +111,7 @@ impl Completion {
     pub fn new(shared: Arc<SharedUpstreams>, mut job: Job) -> Self {
         let permit = job.slot.take();
         Completion {
-            answer: Answer::new(job.answer_limit),
+            answer: Answer::new(job.gather),
             phase: match permit {
                 Some(_) => Phase::Starting,
                 None => Phase::Queued(None),
@@ -196,7 +197,8 @@ impl Completion {
         self.log_attempt(Outcome::Ok, None, None, false);
         self.count_attempt(Outcome::Ok, Counted::Success);
         self.phase = Phase::Over;
-        let answer = std::mem::replace(&mut self.answer, Answer::new(None));
+        let answer = std::mem::replace(&mut self.answer, Answer::new(Gather::Nothing));
+        let gathered = answer.gathered();
         let upstream = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
         let model = self.model_sent().to_owned();
         Progress::Finished(Box::new(Finished {
@@ -209,6 +211,7 @@ impl Completion {
             model,
             elapsed,
             cache: None,
+            gathered,
         }))
     }
 

@@ -59,6 +59,9 @@ pub struct Finished {
     /// What the answer cache (`cache/`) made of it; `None` for a task without
     /// `[cache]`, or a chat.
     pub cache: Option<Cached>,
+    /// Whether `choices` hold the whole answer's text: not for a relayed stream
+    /// that gathered none, or passed its bound (it is not kept).
+    pub gathered: bool,
 }
 
 /// Where a task's answer came from, as its `meta.cache` says (contract 7.3).

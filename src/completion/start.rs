@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::time::{Instant, timeout_at};
 
-use super::answer::Answer;
+use super::answer::{Answer, Gather};
 use super::attempt::{Attempt, Timers};
 use super::{Completion, Phase, Progress, QueueWait, Slots};
 use crate::breaker::Admission;
@@ -167,7 +167,7 @@ impl Completion {
             self.shared.first_attempt(order.current(), now);
         }
         self.attempt += 1;
-        self.answer = Answer::new(self.job.answer_limit);
+        self.answer = Answer::new(self.job.gather);
         self.in_attempt = Some(self.shared.guards[order.current()].recent.started());
         let upstream = self.shared.upstreams[order.current()].clone();
         let request = Outgoing {
@@ -178,7 +178,12 @@ impl Completion {
         };
         let timers = Timers::new(self.shared.timeouts, self.job.deadline);
         self.failed_open = None;
-        let open = Attempt::open(upstream, request, timers, self.job.answer_limit.is_some());
+        let open = Attempt::open(
+            upstream,
+            request,
+            timers,
+            self.job.gather != Gather::Nothing,
+        );
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)
     }

@@ -14,7 +14,7 @@ use futures_util::{StreamExt, stream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, sleep};
 
-use super::{Completion, CompletionRoute, Job, Progress, SharedUpstreams, UpstreamGuards};
+use super::{Completion, CompletionRoute, Gather, Job, Progress, SharedUpstreams, UpstreamGuards};
 use crate::budget::{BudgetSettings, RetryBudget};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::error::ApiError;
@@ -134,7 +134,7 @@ async fn run(
         output: None,
         request_id: "test".into(),
         route: CompletionRoute::Chat,
-        answer_limit: Some(4 << 20),
+        gather: Gather::Whole(4 << 20),
         slot: None,
         task_bulkhead: None,
         job_id: None,

@@ -11,17 +11,19 @@ use tokio::sync::mpsc;
 use super::RunSlot;
 use crate::background::Background;
 use crate::completion::{Finished, Progress};
+use crate::error::ApiError;
 
 /// Progress steps buffered for a slow client before the run waits for it.
 const BUFFER: usize = 64;
 
 /// Runs `progress` as a task of `background` (so a shutdown waits for it); the
 /// returned stream relays its steps to this request's client. `keep` turns a
-/// success into the body kept for repeats.
+/// success into the body kept for repeats, or the error they get when it
+/// cannot be kept whole.
 pub fn detached(
     progress: impl Stream<Item = Progress> + Send + 'static,
     slot: Box<dyn RunSlot>,
-    keep: impl FnOnce(&Finished) -> Value + Send + 'static,
+    keep: impl FnOnce(&Finished) -> Result<Value, ApiError> + Send + 'static,
     background: &Background,
 ) -> impl Stream<Item = Progress> + Send + 'static {
     let (to_client, from_run) = mpsc::channel(BUFFER);
@@ -47,7 +49,10 @@ pub fn detached(
                 Progress::Attempt(n) => attempts = *n,
                 Progress::Finished(finished) => {
                     if let (Some(slot), Some(keep)) = (slot.take(), keep.take()) {
-                        slot.succeed(Arc::new(keep(finished))).await;
+                        match keep(finished) {
+                            Ok(body) => slot.succeed(Arc::new(body)).await,
+                            Err(error) => slot.fail(error, attempts).await,
+                        }
                     }
                 }
                 Progress::Failed(error) => {

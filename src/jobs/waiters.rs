@@ -101,8 +101,7 @@ impl Waiters {
             () = tokio::time::sleep_until(until) => {}
             () = stopping.cancelled() => {}
         }
-        let now = seen.borrow().clone();
-        now
+        seen.borrow().clone()
     }
 
     /// Reads every watched job once and tells its waiters if it changed; the

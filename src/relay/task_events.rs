@@ -154,6 +154,7 @@ mod tests {
             model: "glm".into(),
             elapsed: Duration::from_millis(1_250),
             cache,
+            gathered: true,
         }
     }
 

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::bulkhead::Bulkhead;
 use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
-use crate::completion::{Completion, Job, Progress};
+use crate::completion::{Completion, Finished, Gather, Job, Progress};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::idempotency;
@@ -85,7 +85,12 @@ impl Call {
             output: prompt.map(|p| p.output),
             request_id: self.reply.request_id.clone(),
             route: self.reply.route.clone(),
-            answer_limit: assembled.then_some(config.max_answer_bytes),
+            gather: match (assembled, &self.key) {
+                (true, _) => Gather::Whole(config.max_answer_bytes),
+                // A relayed stream kept under its key: its repeats get it whole.
+                (false, Some(_)) => Gather::ToKeep(config.max_answer_bytes),
+                (false, None) => Gather::Nothing,
+            },
             slot: None,
             task_bulkhead: None,
             job_id: None,
@@ -161,8 +166,12 @@ pub async fn complete(
             match looked_up.await? {
                 keyed::KeyLookup::Answered(response) => return Ok(response),
                 keyed::KeyLookup::Runs(slot) => {
-                    let reply = call.reply.clone();
-                    let keep = move |finished: &_| reply.body(finished);
+                    let (reply, most) = (call.reply.clone(), app.config.max_answer_bytes);
+                    // Only a whole answer is kept; its repeats get what a client gets.
+                    let keep = move |finished: &Finished| match finished.gathered {
+                        true => Ok(reply.body(finished)),
+                        false => Err(ApiError::AnswerTooLarge(most)),
+                    };
                     Either::Right(idempotency::detached(run(), slot, keep, &app.background))
                 }
             }

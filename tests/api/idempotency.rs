@@ -46,6 +46,70 @@ async fn a_kept_chat_answer_is_replayed_as_json_and_as_a_stream_without_an_upstr
 }
 
 #[tokio::test]
+async fn a_chat_stream_under_a_key_is_kept_whole_and_replayed_as_json_and_as_a_stream() {
+    let app = Gateway::start().await;
+    app.upstream().push([sse_answer(&["番茄", "炒", "蛋"])]);
+    let path = "/v1/chat/completions";
+    let streamed = app
+        .post_keyed(path, "stream-1", &chat_body(true), false)
+        .await;
+    assert!(!replayed(&streamed));
+    let text = streamed.text().await.expect("the stream");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+
+    let as_json = app
+        .post_keyed(path, "stream-1", &chat_body(false), false)
+        .await;
+    assert!(replayed(&as_json));
+    let body = json_of(as_json).await;
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "番茄炒蛋",
+        "{body}"
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+
+    let again = app
+        .post_keyed(path, "stream-1", &chat_body(true), false)
+        .await;
+    assert!(replayed(&again));
+    let text = again.text().await.expect("the replayed stream");
+    let said: String = sse_events(&text)
+        .iter()
+        .filter_map(|(_, data)| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|chunk| {
+            chunk["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(said, "番茄炒蛋");
+    assert_eq!(app.upstream().requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_repeat_waiting_on_a_chat_stream_whose_client_left_gets_its_whole_text() {
+    let app = Gateway::start().await;
+    app.upstream().push([late_answer()]);
+    let leaver = app
+        .chat_request(true)
+        .header("idempotency-key", "stream-stay")
+        .timeout(Duration::from_millis(100))
+        .send();
+    let waiter = async {
+        requests_arrive(app.upstream(), 1).await;
+        let path = "/v1/chat/completions";
+        app.post_keyed(path, "stream-stay", &chat_body(true), false)
+            .await
+    };
+    let (left, waited) = tokio::join!(leaver, waiter);
+    assert!(left.is_err(), "the first client gave up");
+    assert!(replayed(&waited));
+    let text = waited.text().await.expect("the waiter's stream");
+    assert!(text.contains(r#""content":"慢""#), "{text}");
+    assert_eq!(app.upstream().requests().len(), 1);
+}
+
+#[tokio::test]
 async fn a_kept_task_result_is_replayed_as_json_and_as_one_result_event() {
     let app = Gateway::start().await;
     app.upstream()

@@ -132,8 +132,8 @@ fn only_the_attempt_loop_sleeps() {
     // server's own sockets may wait (a pause after a failed accept, a client's body
     // deadline, a stream's connection past its deadline), and what paces its own output: the demo's simulated upstream and
     // the keep-alive comments of a waiting stream. And what paces background
-    // rounds (the one owner of background work runs every loop), and a repeat's
-    // polls of a run on another replica in Redis.
+    // rounds (the one owner of background work runs every loop), a repeat's
+    // polls of a run on another replica in Redis, and a job read's `wait_ms`.
     let allowed = [
         "completion/",
         "background.rs",
@@ -142,6 +142,7 @@ fn only_the_attempt_loop_sleeps() {
         "server/accept.rs",
         "server/connection.rs",
         "jobs/runner.rs",
+        "jobs/waiters.rs",
         "ops/request_body.rs",
         "relay/commit.rs",
     ];
