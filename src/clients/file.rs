@@ -18,6 +18,10 @@ pub struct ClientKey {
     pub rate: Option<Rate>,
     /// The tasks this key may run; `None` = all.
     pub tasks: Option<Vec<String>>,
+    /// Its unfinished jobs at once (all replicas together with Redis).
+    pub max_queued: Option<u32>,
+    /// Its job runs at once on a replica; more wait while others' run.
+    pub max_running: Option<u32>,
 }
 
 /// A token bucket's shape.
@@ -52,6 +56,8 @@ struct Entry {
     rate_per_s: Option<f64>,
     burst: Option<i64>,
     tasks: Option<Vec<String>>,
+    max_queued: Option<i64>,
+    max_running: Option<i64>,
 }
 
 impl KeySet {
@@ -109,6 +115,8 @@ impl Entry {
                 .transpose()
         };
         let max_inflight = whole(self.max_inflight, "max_inflight")?;
+        let max_queued = whole(self.max_queued, "max_queued")?;
+        let max_running = whole(self.max_running, "max_running")?;
         let burst = whole(self.burst, "burst")?;
         let rate = match self.rate_per_s {
             None if burst.is_some() => return Err("`burst` needs `rate_per_s`".into()),
@@ -128,6 +136,8 @@ impl Entry {
             max_inflight,
             rate,
             tasks: self.tasks,
+            max_queued,
+            max_running,
         })
     }
 }
@@ -194,6 +204,8 @@ mod tests {
             (entry("colour = \"red\""), "unknown field"),
             (entry("max_inflight = 0"), "`max_inflight`"),
             (entry("max_inflight = 1.5"), "max_inflight"),
+            (entry("max_queued = 0"), "`max_queued`"),
+            (entry("max_running = -2"), "`max_running`"),
             (entry("rate_per_s = 0"), "`rate_per_s`"),
             (entry("rate_per_s = -1"), "`rate_per_s`"),
             (entry("rate_per_s = 1\nburst = 0"), "`burst`"),

@@ -137,9 +137,11 @@ impl Clients {
 
     /// The client whose key `authorization` carries (`Bearer <key>`), or `401`.
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Arc<Client>, ApiError> {
+        // The scheme is case-insensitive (RFC 7235): `bearer` is `Bearer`.
         let key = authorization
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|value| value.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, key)| key.trim())
             .filter(|key| !key.is_empty())
             .ok_or(ApiError::NoClientKey)?;
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
@@ -185,6 +187,12 @@ impl Clients {
             }
         }
         Ok(slot)
+    }
+
+    /// The live key named `name`.
+    pub fn named(&self, name: &str) -> Option<Arc<Client>> {
+        let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
+        live.iter().find(|client| client.name() == name).cloned()
     }
 
     /// Every live key's bucket, by name, for the fleet's rounds.

@@ -42,6 +42,8 @@ pub enum Submitted {
     Full,
     /// The state file would pass `LADLE_STATE_MAX_BYTES`: nothing was written.
     FileFull,
+    /// Its client key has `max_queued` jobs unfinished: nothing was written.
+    ClientFull,
 }
 
 /// What a cancel led to.
@@ -84,8 +86,14 @@ pub struct Moved {
 /// Where jobs live. Times are Unix milliseconds; every write is durable when
 /// its future resolves.
 pub trait JobStore: Send + Sync {
-    /// Writes a new job, unless `max_queued` jobs are unfinished already.
-    fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>>;
+    /// Writes a new job, unless `max_queued` jobs are unfinished already, or
+    /// `client_max` of its client's.
+    fn submit(
+        &self,
+        job: Job,
+        max_queued: u64,
+        client_max: Option<u32>,
+    ) -> BoxFuture<'_, Result<Submitted, StoreDown>>;
 
     /// The job, if it exists, belongs to `client`, and has not expired.
     fn get<'a>(
@@ -102,9 +110,15 @@ pub trait JobStore: Send + Sync {
         now: u64,
     ) -> BoxFuture<'a, Result<Canceled, StoreDown>>;
 
-    /// Starts the next run of the oldest job that is due (queued, or waiting with
-    /// its time come): it is `running` with one more run, held for `lease`.
-    fn claim(&self, now: u64, lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>>;
+    /// Starts the next run of the oldest queued job whose client is not one of
+    /// `busy` (at its `max_running` here): it is `running` with one more run,
+    /// held for `lease`.
+    fn claim<'a>(
+        &'a self,
+        now: u64,
+        lease: Duration,
+        busy: &'a [String],
+    ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>>;
 
     /// Ends run `run` of job `id` as `end`, if that run still holds the job (a
     /// canceled or taken-over job is left as it is); the change, if made.

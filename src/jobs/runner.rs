@@ -14,6 +14,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::outcome::{RunError, judge};
+mod looks;
+
+use self::looks::{account, busy_clients};
 use super::waiters::{LOOK_EVERY, Place, Seen, Waiters};
 use super::{Job, JobStore, Moved};
 use crate::background::Background;
@@ -25,6 +28,18 @@ use crate::wall::unix_millis;
 pub trait RunTask: Send + Sync {
     /// Runs `job`'s request with `request_id`; its `200` body, or its error.
     fn run(&self, job: &Job, request_id: String) -> BoxFuture<'static, Result<Value, RunError>>;
+
+    /// The most runs of `client`'s jobs at once on this replica (its key's
+    /// `max_running`), if it has a limit.
+    fn max_running(&self, client: &str) -> Option<u32>;
+}
+
+/// A run this replica holds.
+struct Held {
+    run: u32,
+    client: String,
+    /// Stops it (a cancel).
+    switch: CancellationToken,
 }
 
 /// The settings the runner works by.
@@ -68,8 +83,8 @@ struct Shared {
     settings: RunnerSettings,
     metrics: Metrics,
     slots: Arc<Semaphore>,
-    /// This replica's runs: job id → (run number, its cancel switch).
-    running: Mutex<HashMap<String, (u32, CancellationToken)>>,
+    /// This replica's runs, by job id.
+    running: Mutex<HashMap<String, Held>>,
     /// Bumped at every change of a job this replica saw: waiters look again.
     changes: watch::Sender<u64>,
     /// Asks the loop to look for work now (a submit).
@@ -174,8 +189,8 @@ impl Runner {
     pub fn canceled(&self, moved: &Moved) {
         log_move(moved);
         note_finished(&self.shared, moved);
-        if let Some((_, switch)) = lock(&self.shared.running).get(&moved.job.id) {
-            switch.cancel();
+        if let Some(held) = lock(&self.shared.running).get(&moved.job.id) {
+            held.switch.cancel();
         }
         self.shared.changes.send_modify(|n| *n += 1);
     }
@@ -221,7 +236,11 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
             break;
         };
         // The lease starts now, not when the round began.
-        let claimed = shared.store.claim(unix_millis(), settings.lease).await;
+        let busy = busy_clients(shared);
+        let claimed = shared
+            .store
+            .claim(unix_millis(), settings.lease, &busy)
+            .await;
         let Ok(Some(claimed)) = claimed else {
             break;
         };
@@ -235,35 +254,13 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
     }
 }
 
-/// The gauges, and the finished jobs past their time forgotten: whether no job
-/// is unfinished anywhere (the store could say).
-async fn account(shared: &Shared) -> bool {
-    let _ = shared
-        .store
-        .expire(unix_millis(), shared.settings.ttl)
-        .await;
-    let Ok(counts) = shared.store.counts().await else {
-        return false;
-    };
-    let metrics = &shared.metrics;
-    metrics.job_counts(counts.queued, counts.running, counts.retry_wait);
-    let age = counts
-        .oldest_queued
-        .map(|at| unix_millis().saturating_sub(at));
-    metrics.job_queue_age(Duration::from_millis(age.unwrap_or(0)));
-    if let Some(bytes) = counts.state_bytes {
-        metrics.state_file_bytes(bytes);
-    }
-    counts.queued + counts.running + counts.retry_wait == 0
-}
-
 /// Tells the store this replica still holds its runs (those whose outcome waits
 /// to be written too), and stops the ones whose job was canceled on another
 /// replica.
 async fn renew(shared: &Shared) {
     let held: Vec<(String, u32)> = lock(&shared.running)
         .iter()
-        .map(|(id, (run, _))| (id.clone(), *run))
+        .map(|(id, held)| (id.clone(), held.run))
         .collect();
     if held.is_empty() {
         return;
@@ -275,8 +272,8 @@ async fn renew(shared: &Shared) {
     if let Ok(gone) = renewed {
         let running = lock(&shared.running);
         for id in gone {
-            if let Some((_, switch)) = running.get(&id) {
-                switch.cancel();
+            if let Some(held) = running.get(&id) {
+                held.switch.cancel();
             }
         }
     }
@@ -291,7 +288,7 @@ async fn run(shared: &Arc<Shared>, job: Job) {
     // Only this run's entry: a later run of the job may have replaced it.
     if running
         .get(&job.id)
-        .is_some_and(|(run, _)| *run == job.runs)
+        .is_some_and(|held| held.run == job.runs)
     {
         running.remove(&job.id);
     }
@@ -300,7 +297,12 @@ async fn run(shared: &Arc<Shared>, job: Job) {
 /// The run itself, and its end written.
 async fn ran(shared: &Arc<Shared>, job: &Job) {
     let switch = CancellationToken::new();
-    lock(&shared.running).insert(job.id.clone(), (job.runs, switch.clone()));
+    let held = Held {
+        run: job.runs,
+        client: job.client.clone(),
+        switch: switch.clone(),
+    };
+    lock(&shared.running).insert(job.id.clone(), held);
     let request_id = job.run_id.clone().unwrap_or_default();
     let task = &job.request.task;
     let Some(runs) = shared.task.get() else {

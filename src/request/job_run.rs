@@ -24,6 +24,11 @@ use crate::state::AppState;
 pub struct RunsTasks(pub AppState);
 
 impl RunTask for RunsTasks {
+    fn max_running(&self, client: &str) -> Option<u32> {
+        let clients = self.0.clients.as_ref()?;
+        clients.named(client)?.key.max_running
+    }
+
     fn run(&self, job: &Job, request_id: String) -> BoxFuture<'static, Result<Value, RunError>> {
         let (app, job) = (self.0.clone(), job.clone());
         Box::pin(async move {

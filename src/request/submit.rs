@@ -130,7 +130,12 @@ async fn replay_or_create(
 async fn create(app: &AppState, request: JobRequest, client: &str) -> Result<Job, ApiError> {
     let job = Job::queued(request, client, unix_millis());
     let max = app.config.jobs.max_queued;
-    match app.jobs.store().submit(job, max).await {
+    let key = app
+        .clients
+        .as_ref()
+        .and_then(|clients| clients.named(client));
+    let client_max = key.and_then(|key| key.key.max_queued);
+    match app.jobs.store().submit(job, max, client_max).await {
         Ok(Submitted::Accepted(job)) => {
             app.jobs.submitted(&Moved {
                 job: job.clone(),
@@ -139,6 +144,10 @@ async fn create(app: &AppState, request: JobRequest, client: &str) -> Result<Job
             Ok(job)
         }
         Ok(Submitted::Full) => Err(ApiError::Overloaded {
+            retry_after: Duration::from_secs(5),
+        }),
+        Ok(Submitted::ClientFull) => Err(ApiError::RateLimited {
+            limit: "max_queued",
             retry_after: Duration::from_secs(5),
         }),
         Ok(Submitted::FileFull) => {

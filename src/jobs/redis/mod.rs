@@ -134,6 +134,7 @@ impl RedisJobs {
             .key(self.set("running"))
             .key(self.set("waiting"))
             .key(self.set("deliveries"))
+            .key(self.set("clients"))
             .arg(id)
             .arg(run)
             .arg(now)

@@ -10,13 +10,24 @@
 
 use redis::Script;
 
-/// A job that has just finished: with a delivery (`delivery` is its JSON), it is
-/// due at once and the key lives on until the delivery is made (no TTL); without
-/// one, the key expires `ttl` ms from now.
+/// A job that has just finished: it leaves its client's count of unfinished jobs
+/// (the hash `clients`), keeps only the task of its request (not the variables),
+/// and with a delivery (`delivery` is its JSON), it is due at once and the key
+/// lives on until the delivery is made (no TTL); without one, the key expires
+/// `ttl` ms from now.
 macro_rules! ended {
     () => {
         r#"
-local function ended(key, id, now, ttl, delivery, deliveries)
+local function ended(key, id, now, ttl, delivery, deliveries, clients)
+  local client = redis.call('HGET', key, 'client') or ''
+  if redis.call('HINCRBY', clients, client, -1) <= 0 then
+    redis.call('HDEL', clients, client)
+  end
+  local ok, request = pcall(cjson.decode, redis.call('HGET', key, 'request') or '')
+  if ok and type(request) == 'table' and type(request.task) == 'string' then
+    redis.call('HSET', key, 'request',
+      '{"v":1,"task":' .. cjson.encode(request.task) .. ',"variables":{}}')
+  end
   if delivery ~= '' then
     redis.call('HSET', key, 'delivery', delivery)
     redis.call('ZADD', deliveries, now, id)
@@ -32,15 +43,20 @@ end
     };
 }
 
-/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[4]` on) as
-/// queued, unless `ARGV[1]` jobs are unfinished across the fleet: 1 if written.
+/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[6]` on) as
+/// queued, unless `ARGV[1]` jobs are unfinished across the fleet (0), or
+/// `ARGV[4]` (if given) of its client `ARGV[5]`'s (2): 1 if written.
 const SUBMIT: &str = r#"
 local unfinished = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
   + redis.call('ZCARD', KEYS[4])
 if unfinished >= tonumber(ARGV[1]) then return 0 end
+if ARGV[4] ~= '' and tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '0') >= tonumber(ARGV[4]) then
+  return 2
+end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
 return 1
 "#;
 
@@ -62,22 +78,25 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'status', 'canceled', 'updated_at', ARGV[3])
-ended(KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[5], KEYS[5])
+ended(KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[5], KEYS[5], KEYS[6])
 return {'now', status, redis.call('HGETALL', KEYS[1])}
 "#
 );
 
 /// Starts the next run of the oldest queued job at `ARGV[2]`, held until
-/// `ARGV[3]`, its run id `ARGV[4]`: {id, its fields}, or nil. A member whose job
-/// is not queued (gone, or moved by hand) is dropped on the way.
+/// `ARGV[3]`, its run id `ARGV[4]`, among the first 100 whose client is none of
+/// `ARGV[5]` on (busy on this replica): {id, its fields}, or nil. A member whose
+/// job is not queued (gone, or moved by hand) is dropped on the way.
 const CLAIM: &str = r#"
-for _ = 1, 100 do
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
-  if #first == 0 then return false end
-  local id = first[1]
+local busy = {}
+for i = 5, #ARGV do busy[ARGV[i]] = true end
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, 99)) do
   local key = ARGV[1] .. id
-  redis.call('ZREM', KEYS[1], id)
-  if redis.call('HGET', key, 'status') == 'queued' then
+  local job = redis.call('HMGET', key, 'status', 'client')
+  if job[1] ~= 'queued' then
+    redis.call('ZREM', KEYS[1], id)
+  elseif not busy[job[2] or ''] then
+    redis.call('ZREM', KEYS[1], id)
     redis.call('HINCRBY', key, 'runs', 1)
     redis.call('HSET', key, 'status', 'running', 'updated_at', ARGV[2], 'run_id', ARGV[4])
     redis.call('ZADD', KEYS[2], ARGV[3], id)
@@ -109,7 +128,7 @@ if ARGV[5] == 'retry_wait' then
   redis.call('HSET', KEYS[1], 'next_run_at', ARGV[8])
   redis.call('ZADD', KEYS[3], ARGV[8], ARGV[1])
 else
-  ended(KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[9], KEYS[4])
+  ended(KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[9], KEYS[4], KEYS[5])
 end
 return redis.call('HGETALL', KEYS[1])
 "#

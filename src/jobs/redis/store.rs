@@ -23,7 +23,12 @@ fn moved((id, from, flat): Change) -> Result<Moved, StoreDown> {
 }
 
 impl JobStore for RedisJobs {
-    fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
+    fn submit(
+        &self,
+        job: Job,
+        max_queued: u64,
+        client_max: Option<u32>,
+    ) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
         Box::pin(async move {
             let fields = fields::encode(&job)?;
             let mut invocation = self.scripts.submit.prepare_invoke();
@@ -32,9 +37,12 @@ impl JobStore for RedisJobs {
                 .key(self.set("queued"))
                 .key(self.set("running"))
                 .key(self.set("waiting"))
+                .key(self.set("clients"))
                 .arg(max_queued)
                 .arg(&job.id)
-                .arg(job.created_at);
+                .arg(job.created_at)
+                .arg(client_max.map_or(String::new(), |n| n.to_string()))
+                .arg(&job.client);
             for (name, value) in &fields {
                 invocation.arg(*name).arg(value);
             }
@@ -45,6 +53,7 @@ impl JobStore for RedisJobs {
                 .await?;
             Ok(match written {
                 1 => Submitted::Accepted(job),
+                2 => Submitted::ClientFull,
                 _ => Submitted::Full,
             })
         })
@@ -85,6 +94,7 @@ impl JobStore for RedisJobs {
                 .key(self.set("running"))
                 .key(self.set("waiting"))
                 .key(self.set("deliveries"))
+                .key(self.set("clients"))
                 .arg(id)
                 .arg(client)
                 .arg(now)
@@ -103,7 +113,12 @@ impl JobStore for RedisJobs {
         })
     }
 
-    fn claim(&self, now: u64, lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>> {
+    fn claim<'a>(
+        &'a self,
+        now: u64,
+        lease: Duration,
+        busy: &'a [String],
+    ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
         Box::pin(async move {
             let run_id = uuid::Uuid::new_v4().hyphenated().to_string();
             let mut invocation = self.scripts.claim.prepare_invoke();
@@ -114,6 +129,9 @@ impl JobStore for RedisJobs {
                 .arg(now)
                 .arg(now + lease.as_millis() as u64)
                 .arg(run_id);
+            for client in busy {
+                invocation.arg(client);
+            }
             let claimed: Option<(String, Vec<String>)> = self
                 .call("jobs_claim", |mut c| async move {
                     invocation.invoke_async(&mut c).await

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_delivery ON jobs (delivery_due) WHERE delivery_due IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_by_client ON jobs (client, status);
 ";
 
 const UNFINISHED: &str = "status IN ('queued', 'running', 'retry_wait')";
@@ -45,6 +46,15 @@ pub fn unfinished(connection: &Connection) -> rusqlite::Result<u64> {
         [],
         |row| row.get::<_, i64>(0).map(|n| n as u64),
     )
+}
+
+/// The unfinished jobs of `client`, counted up to `most`.
+fn client_unfinished(tx: &Connection, client: &str, most: u32) -> rusqlite::Result<u64> {
+    tx.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE client = ?1 AND {UNFINISHED} LIMIT ?2)"
+    ))?
+    .query_row(params![client, most], |row| row.get::<_, i64>(0))
+    .map(|n| n as u64)
 }
 
 /// Ends the runs the last process on the file held (it died, or was killed):
@@ -151,7 +161,12 @@ fn expired(ttl: Duration, job: &Job, now: u64) -> bool {
 }
 
 impl JobStore for SqliteJobs {
-    fn submit(&self, job: Job, max_queued: u64) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
+    fn submit(
+        &self,
+        job: Job,
+        max_queued: u64,
+        client_max: Option<u32>,
+    ) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
         let max_bytes = self.max_bytes;
         // The request's text is most of what the row adds.
         let adding = serde_json::to_vec(&job.request).map_or(0, |text| text.len());
@@ -161,6 +176,11 @@ impl JobStore for SqliteJobs {
             }
             if !state_file::has_room(tx, max_bytes, adding)? {
                 return Ok(Submitted::FileFull);
+            }
+            if let Some(most) = client_max
+                && client_unfinished(tx, &job.client, most)? >= u64::from(most)
+            {
+                return Ok(Submitted::ClientFull);
             }
             rows::write(tx, &job)?;
             tally.unfinished += 1;
@@ -205,15 +225,24 @@ impl JobStore for SqliteJobs {
         })
     }
 
-    fn claim(&self, now: u64, _lease: Duration) -> BoxFuture<'_, Result<Option<Moved>, StoreDown>> {
-        let webhooks = self.webhooks;
+    fn claim<'a>(
+        &'a self,
+        now: u64,
+        _lease: Duration,
+        busy: &'a [String],
+    ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
+        let (webhooks, busy) = (self.webhooks, busy.to_vec());
         self.call(move |tx, tally| {
+            // The busy clients' jobs wait their turn; the others' are taken.
+            let marks = vec!["?"; busy.len()].join(", ");
+            let query = format!(
+                "SELECT {COLUMNS} FROM jobs WHERE status = 'queued' AND client NOT IN ({marks}) \
+                 ORDER BY seq LIMIT 1"
+            );
             let mut job = loop {
                 let oldest = tx
-                    .prepare_cached(&format!(
-                        "SELECT {COLUMNS} FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1"
-                    ))?
-                    .query_row([], rows::read)
+                    .prepare_cached(&query)?
+                    .query_row(rusqlite::params_from_iter(&busy), rows::read)
                     .optional()?;
                 match oldest {
                     None => return Ok(None),

@@ -56,9 +56,9 @@ fn job(task: &str, now: u64) -> Job {
 }
 
 async fn submitted(store: &SqliteJobs, job: Job) -> Job {
-    match store.submit(job, 1_000).await.expect("written") {
+    match store.submit(job, 1_000, None).await.expect("written") {
         Submitted::Accepted(job) => job,
-        Submitted::Full | Submitted::FileFull => panic!("not full"),
+        Submitted::Full | Submitted::FileFull | Submitted::ClientFull => panic!("not full"),
     }
 }
 
@@ -104,7 +104,7 @@ async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
         submitted(&store, job("b", at(1))).await,
     );
     let claimed = store
-        .claim(at(10), LEASE)
+        .claim(at(10), LEASE, &[])
         .await
         .expect("claims")
         .expect("a job");
@@ -140,7 +140,7 @@ async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
     );
     // Not due yet: the newer job goes first.
     let next = store
-        .claim(at(30), LEASE)
+        .claim(at(30), LEASE, &[])
         .await
         .expect("claims")
         .expect("a job");
@@ -151,7 +151,7 @@ async fn jobs_run_oldest_first_and_their_ends_are_written_once() {
         [JobStatus::Queued]
     );
     let again = store
-        .claim(at(700), LEASE)
+        .claim(at(700), LEASE, &[])
         .await
         .expect("claims")
         .expect("a job");
@@ -182,12 +182,12 @@ async fn a_run_cut_by_the_process_ending_is_run_again_or_fails_interrupted() {
             submitted(&store, job("b", at(1))).await,
         );
         for _ in 0..2 {
-            store.claim(at(10), LEASE).await.expect("claims");
+            store.claim(at(10), LEASE, &[]).await.expect("claims");
         }
         // `b`'s run was its third and last.
         let mut b = store.get(&b.id, "").await.expect("reads").expect("b");
         b.runs = 3;
-        let _ = store.submit(b.clone(), 100).await;
+        let _ = store.submit(b.clone(), 100, None).await;
         (a.id, b.id)
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -235,7 +235,7 @@ async fn a_cancel_ends_an_unfinished_job_and_leaves_a_finished_one() {
         store.cancel(&job.id, "other", at(6)).await.expect("reads"),
         Canceled::Unknown
     ));
-    assert_eq!(store.claim(at(7), LEASE).await.expect("claims"), None);
+    assert_eq!(store.claim(at(7), LEASE, &[]).await.expect("claims"), None);
 }
 
 #[tokio::test]
@@ -249,12 +249,18 @@ async fn the_store_holds_at_most_max_queued_unfinished_jobs_and_forgets_old_fini
     .expect("opens");
     let first = submitted(&store, job("a", at(0))).await;
     assert_eq!(
-        store.submit(job("b", at(2)), 1).await.expect("writes"),
+        store
+            .submit(job("b", at(2)), 1, None)
+            .await
+            .expect("writes"),
         Submitted::Full
     );
     store.cancel(&first.id, "", at(3)).await.expect("writes");
     assert!(matches!(
-        store.submit(job("c", at(4)), 1).await.expect("writes"),
+        store
+            .submit(job("c", at(4)), 1, None)
+            .await
+            .expect("writes"),
         Submitted::Accepted(_)
     ));
     assert_eq!(
@@ -327,4 +333,39 @@ async fn many_submits_at_once_share_commits_and_all_are_kept() {
         ids.iter().collect::<std::collections::HashSet<_>>().len(),
         200
     );
+}
+
+#[tokio::test]
+async fn a_keys_max_queued_counts_its_unfinished_jobs_and_busy_clients_wait_their_turn() {
+    let store = open(&PathBuf::from(":memory:"), false, DAY, 3).expect("opens");
+    let of = |client: &str, n: u64| {
+        let mut job = job("a", at(n));
+        job.client = client.to_owned();
+        job
+    };
+    let submit = async |job: Job| store.submit(job, 100, Some(2)).await.expect("writes");
+    let Submitted::Accepted(first) = submit(of("alpha", 0)).await else {
+        panic!("accepted");
+    };
+    assert!(matches!(
+        submit(of("alpha", 1)).await,
+        Submitted::Accepted(_)
+    ));
+    assert_eq!(submit(of("alpha", 2)).await, Submitted::ClientFull);
+    assert!(matches!(
+        submit(of("bravo", 3)).await,
+        Submitted::Accepted(_)
+    ));
+
+    let busy = ["alpha".to_owned()];
+    let claimed = store.claim(at(4), LEASE, &busy).await.expect("claims");
+    assert_eq!(claimed.expect("a job").job.client, "bravo");
+    store
+        .cancel(&first.id, "alpha", at(5))
+        .await
+        .expect("writes");
+    assert!(matches!(
+        submit(of("alpha", 6)).await,
+        Submitted::Accepted(_)
+    ));
 }

@@ -5,6 +5,7 @@
 //! the real binary's logs, metrics and start-up; `ladle keys add`. Across
 //! replicas: `replicas/clients.rs`.
 
+mod fairness;
 mod limits;
 mod order;
 mod ownership;

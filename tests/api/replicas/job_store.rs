@@ -44,9 +44,9 @@ fn job(dish: &str, now: u64) -> Job {
 }
 
 async fn submitted(store: &RedisJobs, job: Job) -> Job {
-    match store.submit(job, 1_000).await.expect("written") {
+    match store.submit(job, 1_000, None).await.expect("written") {
         Submitted::Accepted(job) => job,
-        Submitted::Full | Submitted::FileFull => panic!("not full"),
+        Submitted::Full | Submitted::FileFull | Submitted::ClientFull => panic!("not full"),
     }
 }
 
@@ -87,7 +87,11 @@ async fn jobs_run_oldest_first_and_a_late_report_changes_nothing() {
         (json!(1), json!("recipe"))
     );
     assert_eq!(ttl, -1, "an unfinished job never expires");
-    let claimed = b.claim(at(10), HOUR).await.expect("claims").expect("a job");
+    let claimed = b
+        .claim(at(10), HOUR, &[])
+        .await
+        .expect("claims")
+        .expect("a job");
     assert_eq!(
         (claimed.job.id.as_str(), claimed.job.runs),
         (first.id.as_str(), 1)
@@ -114,10 +118,14 @@ async fn jobs_run_oldest_first_and_a_late_report_changes_nothing() {
         .await;
     assert_eq!(late.expect("writes"), None, "not running any more");
     // Not due yet: the newer job goes first, on the other replica.
-    let next = a.claim(at(30), HOUR).await.expect("claims").expect("a job");
+    let next = a
+        .claim(at(30), HOUR, &[])
+        .await
+        .expect("claims")
+        .expect("a job");
     assert_eq!(next.job.id, second.id);
     assert_eq!(
-        a.claim(at(31), HOUR).await.expect("claims"),
+        a.claim(at(31), HOUR, &[]).await.expect("claims"),
         None,
         "nothing queued"
     );
@@ -125,7 +133,7 @@ async fn jobs_run_oldest_first_and_a_late_report_changes_nothing() {
     let promoted: Vec<_> = promoted.iter().map(|m| (m.from, m.job.status)).collect();
     assert_eq!(promoted, [(Some(JobStatus::RetryWait), JobStatus::Queued)]);
     let again = b
-        .claim(at(700), HOUR)
+        .claim(at(700), HOUR, &[])
         .await
         .expect("claims")
         .expect("a job");
@@ -163,7 +171,11 @@ async fn a_run_whose_lease_ran_out_runs_again_and_fails_interrupted_when_out_of_
     let (a, b) = (store(&redis, false, DAY), store(&redis, false, DAY));
     let job = submitted(&a, job("鱼香肉丝", at(0))).await;
     let start = at(0);
-    let first = a.claim(start, LEASE).await.expect("claims").expect("a job");
+    let first = a
+        .claim(start, LEASE, &[])
+        .await
+        .expect("claims")
+        .expect("a job");
     assert!(
         b.sweep(start + 50, 2).await.expect("sweeps").is_empty(),
         "held"
@@ -192,7 +204,7 @@ async fn a_run_whose_lease_ran_out_runs_again_and_fails_interrupted_when_out_of_
         .await;
     assert_eq!(late.expect("writes"), None);
     let second = b
-        .claim(start + 220, LEASE)
+        .claim(start + 220, LEASE, &[])
         .await
         .expect("claims")
         .expect("a job");
@@ -233,7 +245,10 @@ async fn a_cancel_on_one_replica_reaches_the_run_on_the_other_through_its_renewa
     let redis = RedisServer::start().await;
     let (a, b) = (store(&redis, false, DAY), store(&redis, false, DAY));
     let job = submitted(&a, job("麻婆豆腐", at(0))).await;
-    a.claim(at(1), LEASE).await.expect("claims").expect("a job");
+    a.claim(at(1), LEASE, &[])
+        .await
+        .expect("claims")
+        .expect("a job");
     let Canceled::Now(moved) = b.cancel(&job.id, "", at(5)).await.expect("writes") else {
         panic!("canceled now");
     };
@@ -268,19 +283,22 @@ async fn a_cancel_on_one_replica_reaches_the_run_on_the_other_through_its_renewa
 async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
     let redis = RedisServer::start().await;
     let (a, b) = (store(&redis, false, DAY), store(&redis, false, DAY));
-    let queued = a.submit(job("a", at(0)), 2).await.expect("writes");
+    let queued = a.submit(job("a", at(0)), 2, None).await.expect("writes");
     let Submitted::Accepted(queued) = queued else {
         panic!("accepted");
     };
     let second = job("b", at(1));
     let second_at = second.created_at;
     assert!(matches!(
-        b.submit(second, 2).await.expect("writes"),
+        b.submit(second, 2, None).await.expect("writes"),
         Submitted::Accepted(_)
     ));
-    b.claim(at(2), LEASE).await.expect("claims").expect("a job");
+    b.claim(at(2), LEASE, &[])
+        .await
+        .expect("claims")
+        .expect("a job");
     assert_eq!(
-        a.submit(job("c", at(3)), 2).await.expect("writes"),
+        a.submit(job("c", at(3)), 2, None).await.expect("writes"),
         Submitted::Full
     );
     let counts = b.counts().await.expect("counts");
@@ -295,7 +313,7 @@ async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
     );
     b.cancel(&queued.id, "", at(4)).await.expect("writes");
     assert!(matches!(
-        b.submit(job("c", at(5)), 2).await.expect("writes"),
+        b.submit(job("c", at(5)), 2, None).await.expect("writes"),
         Submitted::Accepted(_)
     ));
 }

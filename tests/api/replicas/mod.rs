@@ -5,6 +5,7 @@
 mod budgets;
 mod cache;
 mod clients;
+mod fair_jobs;
 mod idempotency;
 mod job_store;
 mod jobs;
