@@ -55,6 +55,11 @@ pub struct Redis {
 }
 
 impl Redis {
+    /// The metrics its calls are counted in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// A handle that connects on first use, so an unreachable Redis does not stop
     /// start-up (6.7).
     pub fn new(settings: &RedisSettings, metrics: Metrics) -> Result<Arc<Redis>, StartError> {

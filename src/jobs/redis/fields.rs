@@ -42,24 +42,29 @@ pub fn encode(job: &Job) -> Result<Vec<(&'static str, String)>, StoreDown> {
     Ok(fields)
 }
 
+/// A hash that does not decode: why.
+#[derive(Debug)]
+pub struct Unreadable(pub String);
+
 /// The job `id` whose hash is `flat` (`HGETALL`'s name, value, name, value…); a
-/// hash that does not decode (written by a later build, or damaged) is an error,
+/// hash that does not decode (nested past what serde_json reads back by a build
+/// that did not bound it, written by a later build, or damaged) is an error,
 /// never a guess.
-pub fn decode(id: &str, flat: Vec<String>) -> Result<Job, StoreDown> {
+pub fn decode(id: &str, flat: Vec<String>) -> Result<Job, Unreadable> {
     let mut fields: HashMap<String, String> = HashMap::new();
     let mut pairs = flat.into_iter();
     while let (Some(name), Some(value)) = (pairs.next(), pairs.next()) {
         fields.insert(name, value);
     }
-    let bad = |field: &str, why: String| StoreDown(format!("job {id}: field `{field}`: {why}"));
+    let bad = |field: &str, why: String| Unreadable(format!("job {id}: field `{field}`: {why}"));
     let text = |field: &str| fields.get(field).cloned();
     let required = |field: &str| text(field).ok_or_else(|| bad(field, "missing".into()));
-    let number = |field: &str| -> Result<Option<u64>, StoreDown> {
+    let number = |field: &str| -> Result<Option<u64>, Unreadable> {
         text(field)
             .map(|t| t.parse::<u64>().map_err(|e| bad(field, e.to_string())))
             .transpose()
     };
-    let json = |field: &str| -> Result<Option<Value>, StoreDown> {
+    let json = |field: &str| -> Result<Option<Value>, Unreadable> {
         text(field)
             .map(|t| serde_json::from_str(&t).map_err(|e| bad(field, e.to_string())))
             .transpose()
@@ -132,7 +137,7 @@ mod tests {
         .into_iter()
         .flat_map(|(name, value)| [name.to_owned(), value.to_owned()])
         .collect();
-        let error = decode("job_x", flat).expect_err("refused").to_string();
+        let error = decode("job_x", flat).expect_err("refused").0;
         assert!(error.contains("`status`"), "{error}");
     }
 }

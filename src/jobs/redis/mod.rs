@@ -28,6 +28,7 @@
 //! (operations.md: `--appendonly yes`).
 
 mod fields;
+mod quarantine;
 mod scripts;
 mod store;
 
@@ -49,6 +50,9 @@ pub struct RedisJobs {
     webhooks: bool,
     /// How long a finished job can still be read.
     ttl: Duration,
+    /// Jobs ended because their hash could not be read, for the next sweep
+    /// to report.
+    quarantined: std::sync::Mutex<Vec<Moved>>,
 }
 
 impl RedisJobs {
@@ -59,6 +63,7 @@ impl RedisJobs {
             scripts: Scripts::new(),
             webhooks,
             ttl,
+            quarantined: std::sync::Mutex::default(),
         }
     }
 
@@ -150,13 +155,10 @@ impl RedisJobs {
                 invocation.invoke_async(&mut c).await
             })
             .await?;
-        ended
-            .map(|flat| {
-                Ok(Moved {
-                    job: fields::decode(id, flat)?,
-                    from: Some(JobStatus::Running),
-                })
-            })
-            .transpose()
+        let Some(flat) = ended else {
+            return Ok(None);
+        };
+        let from = JobStatus::Running.name().to_owned();
+        self.moved((id.to_owned(), from, flat)).await
     }
 }

@@ -18,16 +18,19 @@ use redis::Script;
 macro_rules! ended {
     () => {
         r#"
-local function ended(key, id, now, ttl, delivery, deliveries, clients)
+local function left(key, clients)
   local client = redis.call('HGET', key, 'client') or ''
   if redis.call('HINCRBY', clients, client, -1) <= 0 then
     redis.call('HDEL', clients, client)
   end
+end
+local function facts(key)
   local ok, request = pcall(cjson.decode, redis.call('HGET', key, 'request') or '')
-  if ok and type(request) == 'table' and type(request.task) == 'string' then
-    redis.call('HSET', key, 'request',
-      '{"v":1,"task":' .. cjson.encode(request.task) .. ',"variables":{}}')
-  end
+  local task = ''
+  if ok and type(request) == 'table' and type(request.task) == 'string' then task = request.task end
+  redis.call('HSET', key, 'request', '{"v":1,"task":' .. cjson.encode(task) .. ',"variables":{}}')
+end
+local function settled(key, id, now, ttl, delivery, deliveries)
   if delivery ~= '' then
     redis.call('HSET', key, 'delivery', delivery)
     redis.call('ZADD', deliveries, now, id)
@@ -35,6 +38,11 @@ local function ended(key, id, now, ttl, delivery, deliveries, clients)
   else
     redis.call('PEXPIRE', key, ttl)
   end
+end
+local function ended(key, id, now, ttl, delivery, deliveries, clients)
+  left(key, clients)
+  facts(key)
+  settled(key, id, now, ttl, delivery, deliveries)
 end
 local function finished(status)
   return status == 'succeeded' or status == 'failed' or status == 'canceled'
@@ -232,6 +240,35 @@ return 1
 "#
 );
 
+/// Ends job `ARGV[1]`, whose hash cannot be read back, at `ARGV[2]` as `failed`
+/// with the error `ARGV[3]`: out of every set (`KEYS[2..4]`), its result gone,
+/// its request reduced to its task, its numbers made numbers again, leaving its
+/// client's count if it was unfinished, and with a delivery (`ARGV[5]`) a
+/// `job.failed` one due now (else it expires `ARGV[4]` ms on). {the status it
+/// left, its fields}, or nil if it is gone.
+const QUARANTINE: &str = concat!(
+    ended!(),
+    r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return false end
+for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+if not finished(status) then left(KEYS[1], KEYS[6]) end
+facts(KEYS[1])
+redis.call('HDEL', KEYS[1], 'result', 'next_run_at', 'delivery')
+redis.call('HSET', KEYS[1], 'status', 'failed', 'updated_at', ARGV[2], 'error', ARGV[3])
+for _, field in ipairs({'runs', 'created_at'}) do
+  if not tonumber(redis.call('HGET', KEYS[1], field) or '') then
+    redis.call('HSET', KEYS[1], field, '0')
+  end
+end
+if type(redis.call('HGET', KEYS[1], 'client')) ~= 'string' then
+  redis.call('HSET', KEYS[1], 'client', '')
+end
+settled(KEYS[1], ARGV[1], ARGV[2], ARGV[4], ARGV[5], KEYS[5])
+return {status, redis.call('HGETALL', KEYS[1])}
+"#
+);
+
 /// The scripts, loaded once per Redis (`EVALSHA`, and `EVAL` again when Redis
 /// has lost them).
 pub(super) struct Scripts {
@@ -243,6 +280,7 @@ pub(super) struct Scripts {
     pub(super) sweep: Script,
     pub(super) due: Script,
     pub(super) delivered: Script,
+    pub(super) quarantine: Script,
 }
 
 impl Scripts {
@@ -256,6 +294,7 @@ impl Scripts {
             sweep: Script::new(SWEEP),
             due: Script::new(DUE),
             delivered: Script::new(DELIVERED),
+            quarantine: Script::new(QUARANTINE),
         }
     }
 }

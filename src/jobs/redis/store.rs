@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::quarantine::Change;
 use super::{RedisJobs, fields};
 use crate::error::ApiError;
 use crate::jobs::{
@@ -11,16 +12,6 @@ use crate::jobs::{
     Submitted,
 };
 use crate::wall::unix_millis;
-
-/// A change a script reports: the job's id, the status it left, its fields.
-type Change = (String, String, Vec<String>);
-
-fn moved((id, from, flat): Change) -> Result<Moved, StoreDown> {
-    Ok(Moved {
-        job: fields::decode(&id, flat)?,
-        from: JobStatus::from_name(&from),
-    })
-}
 
 impl JobStore for RedisJobs {
     fn submit(
@@ -74,9 +65,9 @@ impl JobStore for RedisJobs {
             if flat.is_empty() {
                 return Ok(None);
             }
-            let job = fields::decode(id, flat)?;
+            let job = self.read(id, flat).await?;
             let now = unix_millis();
-            Ok(Some(job).filter(|job| job.client == client && !self.expired(job, now)))
+            Ok(job.filter(|job| job.client == client && !self.expired(job, now)))
         })
     }
 
@@ -106,8 +97,14 @@ impl JobStore for RedisJobs {
                 })
                 .await?;
             Ok(match outcome.as_str() {
-                "finished" => Canceled::Finished(fields::decode(id, flat)?),
-                "now" => Canceled::Now(moved((id.to_owned(), from, flat))?),
+                "finished" => match self.read(id, flat).await? {
+                    Some(job) => Canceled::Finished(job),
+                    None => Canceled::Unknown,
+                },
+                "now" => match self.moved((id.to_owned(), from, flat)).await? {
+                    Some(moved) => Canceled::Now(moved),
+                    None => Canceled::Unknown,
+                },
                 _ => Canceled::Unknown,
             })
         })
@@ -137,9 +134,12 @@ impl JobStore for RedisJobs {
                     invocation.invoke_async(&mut c).await
                 })
                 .await?;
-            claimed
-                .map(|(id, flat)| moved((id, JobStatus::Queued.name().to_owned(), flat)))
-                .transpose()
+            let Some((id, flat)) = claimed else {
+                return Ok(None);
+            };
+            // A job that cannot be read is ended, and the next round claims on.
+            let queued = JobStatus::Queued.name().to_owned();
+            self.moved((id, queued, flat)).await
         })
     }
 
@@ -193,10 +193,11 @@ impl JobStore for RedisJobs {
                     invocation.invoke_async(&mut c).await
                 })
                 .await?;
-            let mut changes = changes
-                .into_iter()
-                .map(moved)
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut read = Vec::with_capacity(changes.len());
+            for change in changes {
+                read.extend(self.moved(change).await?);
+            }
+            let mut changes = read;
             // Runs cut with no run left fail, each if its lease is still over
             // (another replica may have failed it, or its replica renewed it, since).
             for (id, run, run_id) in cut {
@@ -206,6 +207,7 @@ impl JobStore for RedisJobs {
                     changes.push(change);
                 }
             }
+            changes.append(&mut self.take_quarantined());
             Ok(changes)
         })
     }
@@ -259,9 +261,15 @@ impl JobStore for RedisJobs {
                     invocation.invoke_async(&mut c).await
                 })
                 .await?;
-            due.into_iter()
-                .map(|(id, flat)| fields::decode(&id, flat))
-                .collect()
+            let mut jobs = Vec::with_capacity(due.len());
+            for (id, flat) in due {
+                match fields::decode(&id, flat) {
+                    Ok(job) => jobs.push(job),
+                    // Ended as failed: its `job.failed` delivery is due next.
+                    Err(bad) => drop(self.quarantine(&id, bad).await?),
+                }
+            }
+            Ok(jobs)
         })
     }
 

@@ -5,8 +5,8 @@
 mod budgets;
 mod cache;
 mod clients;
-mod fair_jobs;
 mod idempotency;
+mod job_bounds;
 mod job_store;
 mod jobs;
 mod outage;
