@@ -17,7 +17,7 @@
 //! `WAL_KEPT_BYTES` after each checkpoint.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -43,14 +43,28 @@ pub struct FileDown(pub String);
 
 /// The answer a call sends once its transaction committed (or failed to).
 type Answer = Box<dyn FnOnce(Result<(), String>) + Send>;
-/// A call: runs inside the batch's transaction; whether it succeeded, and its
-/// answer.
-type Work = Box<dyn FnOnce(&Connection) -> (bool, Answer) + Send>;
+/// A call: runs inside the batch's transaction, and says how it went.
+type Work = Box<dyn FnOnce(&Connection) -> Done + Send>;
+
+/// How a call went in its savepoint.
+struct Done {
+    /// Whether it succeeded (else what it did is undone).
+    ok: bool,
+    /// Its answer, given once the batch committed (or at once, for a read).
+    answer: Answer,
+    /// A read: answered without waiting for the commit, which it does not need
+    /// (a full disk fails writes, not reads).
+    read: bool,
+}
+
+/// Why the file cannot take writes, while that lasts.
+type Failing = Arc<Mutex<Option<String>>>;
 
 /// The open, locked state file.
 #[derive(Clone)]
 pub struct StateFile {
     calls: mpsc::Sender<Work>,
+    failing: Failing,
     /// Where it is (`None` in memory), for its size on disk.
     path: Option<std::path::PathBuf>,
 }
@@ -68,20 +82,35 @@ impl StateFile {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX;
             Connection::open_with_flags(path, flags)
         }
-        .map_err(|e| invalid(KEY, format!("cannot open the state file: {e}")))?;
+        .map_err(|e| invalid(KEY, format!("cannot open the state file: {}", code(&e))))?;
         prepare(&connection).map_err(|e| match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
                 invalid(KEY, "the state file is in use by another ladle process")
             }
-            _ => invalid(KEY, format!("cannot use the state file: {e}")),
+            _ => invalid(KEY, format!("cannot use the state file: {}", code(&e))),
         })?;
         let (calls, queue) = mpsc::channel::<Work>();
+        let failing = Failing::default();
+        let told = failing.clone();
         std::thread::Builder::new()
             .name("ladle-state".into())
-            .spawn(move || write_batches(connection, queue))
+            .spawn(move || write_batches(connection, queue, &told))
             .map_err(|e| invalid(KEY, format!("cannot start the state thread: {e}")))?;
         let path = (path != Path::new(":memory:")).then(|| path.to_path_buf());
-        Ok(StateFile { calls, path })
+        Ok(StateFile {
+            calls,
+            failing,
+            path,
+        })
+    }
+
+    /// Why the file cannot take writes (a full disk, an I/O error), from the
+    /// last write that failed until one succeeds.
+    pub fn failing(&self) -> Option<String> {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The file's size on disk with its write-ahead log, as the operating system
@@ -100,8 +129,26 @@ impl StateFile {
         &self,
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, FileDown>> {
+        self.ask(op, false)
+    }
+
+    /// Runs `op`, which only reads, in the writer thread's next transaction;
+    /// resolves as soon as it ran, without waiting for (or depending on) the
+    /// batch's commit.
+    pub fn read<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, FileDown>> {
+        self.ask(op, true)
+    }
+
+    fn ask<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        read: bool,
+    ) -> BoxFuture<'static, Result<T, FileDown>> {
         let (reply, answer) = oneshot::channel();
-        let sent = self.send(op, move |result| {
+        let sent = self.send(op, read, move |result| {
             let _ = reply.send(result);
         });
         Box::pin(async move {
@@ -116,7 +163,7 @@ impl StateFile {
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, ConfigError> {
         let (reply, answer) = mpsc::channel();
-        let sent = self.send(op, move |result| {
+        let sent = self.send(op, false, move |result| {
             let _ = reply.send(result);
         });
         let answered = sent.and_then(|()| answer.recv().map_err(|_| stopped()));
@@ -128,17 +175,42 @@ impl StateFile {
     fn send<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        read: bool,
         reply: impl FnOnce(Result<T, FileDown>) + Send + 'static,
     ) -> Result<(), FileDown> {
+        let failing = self.failing.clone();
         let work: Work = Box::new(move |connection| {
-            let result = op(connection).map_err(|e| e.to_string());
+            let result = op(connection).map_err(|e| {
+                if let Some(why) = storage_failure(&e) {
+                    *failing.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
+                }
+                e.to_string()
+            });
             let ok = result.is_ok();
             let answer: Answer = Box::new(move |committed: Result<(), String>| {
                 reply(committed.and(result).map_err(FileDown));
             });
-            (ok, answer)
+            Done { ok, answer, read }
         });
         self.calls.send(work).map_err(|_| stopped())
+    }
+}
+
+/// Why the file cannot take writes, if `error` says so: the storage under it
+/// (full, failing, read-only), not the call.
+fn storage_failure(error: &rusqlite::Error) -> Option<String> {
+    use rusqlite::ErrorCode::{CannotOpen, DiskFull, ReadOnly, SystemIoFailure};
+    match error.sqlite_error_code()? {
+        code @ (DiskFull | SystemIoFailure | ReadOnly | CannotOpen) => Some(format!("{code:?}")),
+        _ => None,
+    }
+}
+
+/// What went wrong, by SQLite's code: its messages may quote the file's path.
+fn code(error: &rusqlite::Error) -> String {
+    match error.sqlite_error_code() {
+        Some(code) => format!("{code:?}"),
+        None => "not a usable SQLite file".to_owned(),
     }
 }
 
@@ -199,7 +271,7 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// The writer thread: one transaction per batch of waiting calls, each in a
 /// savepoint, answered after the commit; a checkpoint at most every
 /// `CHECKPOINT_EVERY` while there are commits. Ends when every handle is gone.
-fn write_batches(mut connection: Connection, queue: mpsc::Receiver<Work>) {
+fn write_batches(mut connection: Connection, queue: mpsc::Receiver<Work>, failing: &Failing) {
     let mut checkpointed = tokio::time::Instant::now();
     let mut dirty = false;
     loop {
@@ -227,19 +299,33 @@ fn write_batches(mut connection: Connection, queue: mpsc::Receiver<Work>) {
             }
         };
         let mut answers = Vec::with_capacity(batch.len());
+        let changes = tx.total_changes();
         for work in batch {
             let Ok(mut savepoint) = tx.savepoint() else {
                 continue;
             };
-            let (ok, answer) = work(&savepoint);
-            if !ok {
+            let done = work(&savepoint);
+            if !done.ok {
                 // What the call did before it failed is undone.
                 let _ = savepoint.rollback();
             }
             let _ = savepoint.commit();
-            answers.push(answer);
+            match done.read {
+                true => (done.answer)(Ok(())),
+                false => answers.push(done.answer),
+            }
         }
-        let committed = tx.commit().map_err(|e| e.to_string());
+        let wrote = tx.total_changes() != changes;
+        let committed = tx.commit();
+        let mut told = failing.lock().unwrap_or_else(PoisonError::into_inner);
+        match &committed {
+            Err(e) => *told = Some(storage_failure(e).unwrap_or_else(|| code(e))),
+            // A write went through: the storage takes writes again.
+            Ok(()) if wrote => *told = None,
+            Ok(()) => {}
+        }
+        drop(told);
+        let committed = committed.map_err(|e| e.to_string());
         for answer in answers {
             answer(committed.clone());
         }

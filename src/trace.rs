@@ -18,9 +18,11 @@ use axum::http::{HeaderMap, HeaderValue};
 pub const TRACEPARENT: &str = "traceparent";
 /// The header of vendors' trace state, passed on as it came.
 pub const TRACESTATE: &str = "tracestate";
-/// The longest `tracestate` passed on (the spec's 32 members of at most 256
-/// bytes each, with their commas).
-const MAX_TRACESTATE: usize = 32 * 257;
+/// The longest `tracestate` passed on: the 512 characters the W3C asks every
+/// vendor to propagate (a longer one is dropped, not cut).
+const MAX_TRACESTATE: usize = 512;
+/// The most list members a `tracestate` may have (W3C).
+const MAX_TRACESTATE_MEMBERS: usize = 32;
 
 /// A request's trace: its id, its flags, and the caller's trace state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +45,11 @@ impl TraceContext {
         };
         let state = headers
             .get(TRACESTATE)
-            .filter(|v| v.len() <= MAX_TRACESTATE && v.to_str().is_ok())
+            .filter(|v| {
+                let members = v.as_bytes().split(|b| *b == b',');
+                let members = members.filter(|m| !m.trim_ascii().is_empty()).count();
+                v.len() <= MAX_TRACESTATE && members <= MAX_TRACESTATE_MEMBERS && v.to_str().is_ok()
+            })
             .cloned();
         TraceContext {
             trace_id,

@@ -69,7 +69,19 @@ pub fn render_error(
     trace_id: TraceId,
     completion_route: bool,
 ) -> Response {
-    let Some(error) = response.extensions_mut().remove::<ApiError>() else {
+    let Some(error) = response.extensions_mut().remove::<ApiError>().or_else(|| {
+        // An extractor's own plain-text refusal (a malformed path or query that
+        // no route maps itself) gets the contract's JSON body too.
+        let plain = !response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|t| {
+                t.as_bytes().starts_with(b"application/json")
+                    || t.as_bytes().starts_with(b"text/event-stream")
+            });
+        (response.status() == StatusCode::BAD_REQUEST && plain)
+            .then(|| ApiError::InvalidRequest("the request's path or query is malformed".into()))
+    }) else {
         return response;
     };
     if completion_route && !response.headers().contains_key(SHOULD_RETRY) {

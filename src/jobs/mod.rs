@@ -150,6 +150,11 @@ pub trait JobStore: Send + Sync {
     /// The unfinished jobs by status.
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>>;
 
+    /// Why the store cannot take writes now (a full disk), for `/readyz`.
+    fn unhealthy(&self) -> Option<String> {
+        None
+    }
+
     /// At most `most` finished jobs whose webhook delivery is due at `now`
     /// (oldest due first), each held for `lease` so that no other sender takes
     /// it meanwhile.

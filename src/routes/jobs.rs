@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -51,9 +52,15 @@ impl Wait {
 pub async fn read(
     State(app): State<AppState>,
     ClientName(client): ClientName,
-    Path(id): Path<String>,
-    Query(wait): Query<Wait>,
+    id: Result<Path<String>, PathRejection>,
+    wait: Result<Query<Wait>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Ok(Path(id)) = id else {
+        return Err(ApiError::JobNotFound);
+    };
+    let Query(wait) = wait.map_err(|e| {
+        ApiError::InvalidRequest(format!("the query string is malformed: {}", e.body_text()))
+    })?;
     let until = wait.wait()?.map(|wait| Instant::now() + wait);
     let job = find(&app, &id, &client).await?;
     let Some(until) = until.filter(|_| !job.status.finished()) else {
@@ -77,8 +84,11 @@ pub async fn read(
 pub async fn cancel(
     State(app): State<AppState>,
     ClientName(client): ClientName,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
+    let Ok(Path(id)) = id else {
+        return Err(ApiError::JobNotFound);
+    };
     if !record::plausible_id(&id) {
         return Err(ApiError::JobNotFound);
     }

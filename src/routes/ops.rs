@@ -14,7 +14,8 @@ pub async fn healthz() -> &'static str {
 }
 
 /// `200 {"prompts": N}` when every prompt loaded, else `503` naming the broken
-/// ones (or the prompts folder, while it cannot be listed); with a fleet's Redis, `"redis": "ok" | "unreachable"` too, which does not
+/// ones (or the prompts folder, while it cannot be listed, or the state file,
+/// while it cannot take writes); with a fleet's Redis, `"redis": "ok" | "unreachable"` too, which does not
 /// change the status (prompts are served from the last copy meanwhile).
 pub async fn readyz(State(app): State<AppState>) -> Response {
     let broken = app.prompts.broken();
@@ -32,7 +33,13 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
     if let Some(why) = &unlisted {
         body["prompts_folder"] = json!({ "unreadable": why });
     }
-    if broken.is_empty() && keys_broken.is_none() && unlisted.is_none() {
+    // A state file that cannot take writes refuses submits: not ready.
+    let failing = app.jobs.store().unhealthy();
+    if let Some(why) = &failing {
+        body["state_file"] = json!({ "failing": why });
+    }
+    let fine = broken.is_empty() && keys_broken.is_none() && unlisted.is_none();
+    if fine && failing.is_none() {
         return Json(body).into_response();
     }
     let broken: serde_json::Map<_, _> = broken

@@ -11,6 +11,7 @@ pub mod chunk;
 mod client;
 pub mod dial;
 pub mod order;
+mod redact;
 pub mod sse;
 
 use std::sync::Arc;
@@ -150,14 +151,8 @@ impl Upstream {
     /// `MAX_UPSTREAM_TEXT` (a 1 MiB error message would be logged whole on every
     /// attempt), so it can be logged.
     pub fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for secret in &self.secrets {
-            let secret = secret.expose();
-            if secret.len() >= 4 && text.contains(secret) {
-                text = text.replace(secret, "[redacted]");
-            }
-        }
-        cut(text, MAX_UPSTREAM_TEXT)
+        let secrets: Vec<&str> = self.secrets.iter().map(Secret::expose).collect();
+        cut(redact::redact(text, &secrets), MAX_UPSTREAM_TEXT)
     }
 }
 

@@ -169,3 +169,25 @@ async fn a_500_twice_early_makes_exactly_two_attempts() {
     assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
     assert_eq!(app.upstream().requests().len(), 2);
 }
+
+#[tokio::test]
+async fn no_copy_of_the_api_key_reaches_the_client_upper_cased_base64_or_cut() {
+    use base64::Engine as _;
+    let app = Gateway::start().await;
+    let base64 = base64::engine::general_purpose::STANDARD.encode(API_KEY);
+    let copies = [
+        API_KEY.to_uppercase(),
+        base64.clone(),
+        format!("{}…", &API_KEY[..10]),
+        format!("…{}", &API_KEY[API_KEY.len() - 9..]),
+    ];
+    for copy in &copies {
+        let echo = format!(r#"{{"error":{{"message":"key {copy} is not valid"}}}}"#);
+        app.upstream().push([status(401, &echo)]);
+        let text = app.chat(false).await.text().await.expect("body");
+        let lower = text.to_lowercase();
+        assert!(!lower.contains(&API_KEY.to_lowercase()[..8]), "{text}");
+        assert!(!text.contains(&base64[..12]), "{text}");
+        assert!(!text.contains(&API_KEY[API_KEY.len() - 8..]), "{text}");
+    }
+}

@@ -86,8 +86,25 @@ impl SqliteJobs {
         &self,
         op: impl FnOnce(&Connection, &mut Tally) -> rusqlite::Result<T> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, StoreDown>> {
+        self.ask(op, false)
+    }
+
+    /// `call` for a read: answered as soon as it ran, whatever the batch's
+    /// commit does (a full disk refuses writes only).
+    fn read<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Connection, &mut Tally) -> rusqlite::Result<T> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, StoreDown>> {
+        self.ask(op, true)
+    }
+
+    fn ask<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Connection, &mut Tally) -> rusqlite::Result<T> + Send + 'static,
+        read: bool,
+    ) -> BoxFuture<'static, Result<T, StoreDown>> {
         let tally = self.tally.clone();
-        let called = self.file.call(move |connection| {
+        let op = move |connection: &Connection| {
             let mut tally = lock(&tally);
             if tally.stale {
                 tally.unfinished = ops::unfinished(connection)?;
@@ -96,7 +113,11 @@ impl SqliteJobs {
             let result = op(connection, &mut tally);
             tally.stale |= result.is_err();
             result
-        });
+        };
+        let called = match read {
+            true => self.file.read(op),
+            false => self.file.call(op),
+        };
         let tally = self.tally.clone();
         Box::pin(async move {
             called.await.map_err(|down| {

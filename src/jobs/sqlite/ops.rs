@@ -195,7 +195,7 @@ impl JobStore for SqliteJobs {
     ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>> {
         let (id, client, ttl) = (id.to_owned(), client.to_owned(), self.ttl);
         let (now, webhooks) = (crate::wall::unix_millis(), self.webhooks);
-        self.call(move |tx, tally| {
+        self.read(move |tx, tally| {
             let found = find(tx, &id, webhooks, tally)?;
             Ok(found.filter(|job| job.client == client && !expired(ttl, job, now)))
         })
@@ -354,9 +354,13 @@ impl JobStore for SqliteJobs {
         })
     }
 
+    fn unhealthy(&self) -> Option<String> {
+        self.file.failing()
+    }
+
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>> {
         let file = self.file.clone();
-        let counted = self.call(|tx, _| {
+        let counted = self.read(|tx, _| {
             let mut counts = Counts::default();
             let mut statement = tx.prepare_cached(&format!(
                 "SELECT status, COUNT(*) FROM jobs WHERE {UNFINISHED} GROUP BY status"

@@ -117,3 +117,30 @@ async fn with_no_admin_token_configured_the_admin_api_answers_404_but_the_page_i
     assert_eq!(page.status(), 200);
     assert!(page.text().await.expect("page").contains("id=\"editor\""));
 }
+
+#[tokio::test]
+async fn the_admin_page_runs_only_its_own_script_and_is_never_framed() {
+    let app = Gateway::start().await;
+    let response = app.get("/admin").await;
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    let page = response.text().await.expect("the page");
+    let policy = headers["content-security-policy"].to_str().expect("text");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert!(policy.contains("default-src 'none'"), "{policy}");
+    // The hash is the page's one inline script's, computed here independently.
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let script = page
+        .split_once("<script>")
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .expect("one inline script")
+        .0;
+    let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(script));
+    assert!(
+        policy.contains(&format!("script-src 'sha256-{hash}'")),
+        "{policy}"
+    );
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+}

@@ -226,3 +226,29 @@ async fn the_same_submit_under_a_key_gets_the_same_job_and_another_request_is_42
         .expect("answers");
     assert_eq!(sync.status(), 422);
 }
+
+#[tokio::test]
+async fn a_malformed_path_or_query_is_a_json_error_not_plain_text() {
+    let gateway = Gateway::start().await;
+    for (path, status, code) in [
+        (
+            "/v1/jobs/job_0000000000000000000001?wait_ms=1&wait_ms=2",
+            400,
+            "invalid_request",
+        ),
+        ("/v1/jobs/%FF", 404, "job_not_found"),
+        ("/v1/jobs/%FF?wait_ms=5", 404, "job_not_found"),
+    ] {
+        let response = gateway.get(path).await;
+        assert_eq!(response.status(), status, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{path}"
+        );
+        let error = json_of(response).await;
+        assert_eq!(error["error"]["code"], code, "{path}: {error}");
+    }
+    let canceled = gateway.delete("/v1/jobs/%FF").await;
+    assert_eq!(json_of(canceled).await["error"]["code"], "job_not_found");
+}

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::{fridge, ideas, job_after, job_id};
 use crate::support::mock_upstream::*;
-use crate::support::process::{LadleProcess, ladle_command};
+use crate::support::process::{LadleProcess, finished, ladle_command, text_of};
 use crate::support::scripts::paced_answer;
 use crate::support::*;
 
@@ -203,6 +203,23 @@ async fn a_second_serve_on_a_file_in_use_stops_naming_ladle_state_db() {
     let text = String::from_utf8_lossy(&output.stderr);
     assert!(!status.success());
     assert!(text.contains("LADLE_STATE_DB"), "{text}");
+}
+
+#[tokio::test]
+async fn a_state_file_that_cannot_be_opened_stops_start_up_without_quoting_its_path() {
+    let missing = temp_dir("jobs-no-folder").join("folder-9f3c-absent/state.db");
+    let mut command = ladle_command();
+    command
+        .arg("serve")
+        .env("LADLE_LISTEN", "127.0.0.1:0")
+        .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+        .env("LADLE_PROMPTS_DIR", prompts_copy())
+        .env("LADLE_STATE_DB", &missing);
+    let output = finished(command).await;
+    let text = text_of(&output);
+    assert!(!output.status.success(), "{text}");
+    assert!(text.contains("LADLE_STATE_DB"), "{text}");
+    assert!(!text.contains("folder-9f3c-absent"), "{text}");
 }
 
 #[tokio::test]

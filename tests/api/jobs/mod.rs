@@ -4,6 +4,7 @@
 
 mod api;
 mod durability;
+mod full_disk;
 mod pacing;
 mod poison;
 mod runs;

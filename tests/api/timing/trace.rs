@@ -199,3 +199,39 @@ async fn an_admin_change_is_logged_with_its_trace() {
     assert_eq!(changed.len(), 1, "{changed:?}");
     assert_eq!(changed[0]["trace_id"], TRACE_ID, "{}", changed[0]);
 }
+
+#[tokio::test]
+async fn a_tracestate_past_the_w3c_bounds_is_not_passed_on() {
+    let gateway = Gateway::start().await;
+    let upstream = gateway.upstream();
+    upstream.cycle([sse_answer(&["好"])]);
+    let members = |n: usize| {
+        (0..n)
+            .map(|i| format!("v{i}=x"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let long = format!("congo={}", "t".repeat(506));
+    let cases = [
+        (members(32), true),
+        (members(33), false),
+        (long.clone(), true),
+        (format!("{long}x"), false),
+    ];
+    for (state, passed) in &cases {
+        let response = gateway
+            .chat_request(false)
+            .header("traceparent", callers())
+            .header("tracestate", state)
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(response.status(), 200);
+        let sent = upstream
+            .requests()
+            .last()
+            .map(|r| header(&r.head, "tracestate"));
+        let expected = passed.then(|| state.clone());
+        assert_eq!(sent.flatten(), expected, "{} bytes", state.len());
+    }
+}
