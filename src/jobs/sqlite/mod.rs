@@ -5,6 +5,7 @@
 //! The file is locked for the process's lifetime, so what it says is `running`
 //! when it is opened was cut by the last process's end, and a run needs no lease.
 
+mod lookups;
 mod ops;
 mod quarantine;
 mod rows;
@@ -59,7 +60,7 @@ impl SqliteJobs {
         metrics: Metrics,
     ) -> Result<SqliteJobs, ConfigError> {
         let tally = file.call_now(move |connection| {
-            connection.execute_batch(ops::SCHEMA)?;
+            connection.execute_batch(lookups::SCHEMA)?;
             let mut tally = Tally {
                 unfinished: 0,
                 recovered: Vec::new(),
@@ -68,7 +69,7 @@ impl SqliteJobs {
                 stale: false,
             };
             tally.recovered = ops::recover(connection, webhooks, max_runs, &mut tally)?;
-            tally.unfinished = ops::unfinished(connection)?;
+            tally.unfinished = lookups::unfinished(connection)?;
             Ok(tally)
         })?;
         Ok(SqliteJobs {
@@ -107,7 +108,7 @@ impl SqliteJobs {
         let op = move |connection: &Connection| {
             let mut tally = lock(&tally);
             if tally.stale {
-                tally.unfinished = ops::unfinished(connection)?;
+                tally.unfinished = lookups::unfinished(connection)?;
                 tally.stale = false;
             }
             let result = op(connection, &mut tally);

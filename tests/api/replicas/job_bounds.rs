@@ -1,5 +1,6 @@
 //! What no caller can do to the fleet's job store, against a real redis-server,
-//! two handles on it standing for two replicas: a key's `max_queued` counts its
+//! two handles on it standing for two replicas: the fleet's `LADLE_JOB_MAX_QUEUED`
+//! holds across replicas, a key's `max_queued` counts its
 //! unfinished jobs across the fleet (a finished one leaves the count, and keeps
 //! no variables), a claim passes over the jobs of clients busy on the claiming
 //! replica, and a hash an older build wrote past what can be read back is ended
@@ -204,4 +205,45 @@ async fn a_hash_that_cannot_be_read_is_ended_and_claims_and_deliveries_go_on() {
         counted.contains("ladle_store_errors_total{op=\"read\"} 2"),
         "{counted}"
     );
+}
+
+#[tokio::test]
+async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
+    let redis = RedisServer::start().await;
+    let (a, b) = (store(&redis), store(&redis));
+    let queued = a.submit(job_of("", 0), 2, None).await.expect("writes");
+    let Submitted::Accepted(queued) = queued else {
+        panic!("accepted");
+    };
+    let second = job_of("", 1);
+    let second_at = second.created_at;
+    assert!(matches!(
+        b.submit(second, 2, None).await.expect("writes"),
+        Submitted::Accepted(_)
+    ));
+    b.claim(unix_millis() + 2, HOUR, &[])
+        .await
+        .expect("claims")
+        .expect("a job");
+    assert_eq!(
+        a.submit(job_of("", 3), 2, None).await.expect("writes"),
+        Submitted::Full
+    );
+    let counts = b.counts().await.expect("counts");
+    assert_eq!(
+        (counts.queued, counts.running, counts.retry_wait),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        counts.oldest_queued,
+        Some(second_at),
+        "b's job waits, a's runs"
+    );
+    b.cancel(&queued.id, "", unix_millis() + 4)
+        .await
+        .expect("writes");
+    assert!(matches!(
+        b.submit(job_of("", 5), 2, None).await.expect("writes"),
+        Submitted::Accepted(_)
+    ));
 }

@@ -280,45 +280,6 @@ async fn a_cancel_on_one_replica_reaches_the_run_on_the_other_through_its_renewa
 }
 
 #[tokio::test]
-async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
-    let redis = RedisServer::start().await;
-    let (a, b) = (store(&redis, false, DAY), store(&redis, false, DAY));
-    let queued = a.submit(job("a", at(0)), 2, None).await.expect("writes");
-    let Submitted::Accepted(queued) = queued else {
-        panic!("accepted");
-    };
-    let second = job("b", at(1));
-    let second_at = second.created_at;
-    assert!(matches!(
-        b.submit(second, 2, None).await.expect("writes"),
-        Submitted::Accepted(_)
-    ));
-    b.claim(at(2), LEASE, &[])
-        .await
-        .expect("claims")
-        .expect("a job");
-    assert_eq!(
-        a.submit(job("c", at(3)), 2, None).await.expect("writes"),
-        Submitted::Full
-    );
-    let counts = b.counts().await.expect("counts");
-    assert_eq!(
-        (counts.queued, counts.running, counts.retry_wait),
-        (1, 1, 0)
-    );
-    assert_eq!(
-        counts.oldest_queued,
-        Some(second_at),
-        "b's job waits, a's runs"
-    );
-    b.cancel(&queued.id, "", at(4)).await.expect("writes");
-    assert!(matches!(
-        b.submit(job("c", at(5)), 2, None).await.expect("writes"),
-        Submitted::Accepted(_)
-    ));
-}
-
-#[tokio::test]
 async fn a_finished_job_expires_after_its_ttl_but_not_before_its_delivery_is_made() {
     let redis = RedisServer::start().await;
     let ttl = Duration::from_secs(60);
