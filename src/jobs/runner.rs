@@ -195,6 +195,11 @@ impl Runner {
         self.shared.changes.send_modify(|n| *n += 1);
     }
 
+    /// The reads of jobs: their waits, and finished jobs' shared renderings.
+    pub fn reads(&self) -> &Waiters {
+        &self.shared.waiters
+    }
+
     /// A place to wait for a job, unless `LADLE_MAX_WAITERS` are waiting.
     pub fn enter_wait(&self) -> Option<Place> {
         self.shared.waiters.enter()

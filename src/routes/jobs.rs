@@ -62,9 +62,13 @@ pub async fn read(
         ApiError::InvalidRequest(format!("the query string is malformed: {}", e.body_text()))
     })?;
     let until = wait.wait()?.map(|wait| Instant::now() + wait);
+    // A finished job another read just rendered: the same bytes, no store.
+    if let Some(view) = app.jobs.reads().recent(&id, &client) {
+        return Ok(json(view));
+    }
     let job = find(&app, &id, &client).await?;
     let Some(until) = until.filter(|_| !job.status.finished()) else {
-        return Ok(axum::Json(job.view()).into_response());
+        return Ok(json(app.jobs.reads().render(&job, &client)));
     };
     let Some(_place) = app.jobs.enter_wait() else {
         return Err(ApiError::Overloaded {
@@ -72,12 +76,15 @@ pub async fn read(
         });
     };
     match app.jobs.wait(&id, &client, until).await {
-        Seen::Now(view, _) => {
-            Ok(([(header::CONTENT_TYPE, "application/json")], view).into_response())
-        }
+        Seen::Now(view, _) => Ok(json(view)),
         Seen::NotYet => Ok(axum::Json(job.view()).into_response()),
         Seen::Gone => Err(ApiError::JobNotFound),
     }
+}
+
+/// A job's rendered view as the answer.
+fn json(view: bytes::Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], view).into_response()
 }
 
 /// `DELETE /v1/jobs/{id}`.

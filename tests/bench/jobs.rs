@@ -141,7 +141,11 @@ async fn long_polls(ladle: &Proc, readers: usize) -> Result<Waiting, String> {
     let metrics = format!("{base}/metrics");
     let all_waiting = format!("ladle_job_waiters {readers}");
     for _ in 0..200 {
-        let text = client.get(&metrics).send().await.map_err(|e| e.to_string())?;
+        let text = client
+            .get(&metrics)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
         if text.text().await.unwrap_or_default().contains(&all_waiting) {
             break;
         }

@@ -1,9 +1,9 @@
 //! Long-polls (`GET /v1/jobs/{id}?wait_ms`) are bounded: thousands waiting on
 //! one job share one watch of it, so they cost next to no CPU while they wait
 //! and are all answered when it finishes; past `LADLE_MAX_WAITERS` a read is
-//! `503 overloaded`; and `SIGTERM` answers every waiting read at once with the
-//! job as it is, instead of holding the shutdown for up to a minute. On the real
-//! binary.
+//! `503 overloaded`; `SIGTERM` answers every waiting read at once with the job
+//! as it is, instead of holding the shutdown for up to a minute; and reads of a
+//! large finished job share one rendering. On the real binary.
 
 use std::time::Duration;
 
@@ -148,4 +148,57 @@ async fn past_max_waiters_a_waiting_read_is_503_and_sigterm_answers_the_others_a
         "answered at the signal: {:?}",
         asked.elapsed()
     );
+}
+
+#[tokio::test]
+async fn three_hundred_unread_reads_of_a_large_finished_job_share_one_rendering() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = MockUpstream::start().await;
+    // A finished job with about 3 MB of result, written in 100 KB pieces.
+    let piece = "菜".repeat(34_000);
+    let mut pieces = vec![r#"{"ideas": [""#.to_owned()];
+    pieces.extend((0..30).map(|_| piece.clone()));
+    pieces.push(r#""]}"#.to_owned());
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    upstream.push([sse_answer(&pieces)]);
+    let gateway = LadleProcess::start(&upstream.url, &[("LADLE_STATE_DB", ":memory:")]).await;
+    let id = job_id(
+        gateway
+            .post("/v1/tasks/fridge?async=true", &fridge("大"))
+            .await,
+    )
+    .await;
+    let done = super::job_after(&gateway, &id, 5_000).await;
+    assert_eq!(done["status"], "succeeded");
+    let (before, ticks) = (gateway.rss_kib(), gateway.cpu_ticks());
+    let request = format!("GET /v1/jobs/{id} HTTP/1.1\r\nHost: ladle\r\n\r\n");
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        let mut socket = tokio::net::TcpStream::connect(gateway.address())
+            .await
+            .expect("connects");
+        socket.write_all(request.as_bytes()).await.expect("writes");
+        // The head and a little of the body, then nothing more is read.
+        let mut head = vec![0u8; 4096];
+        let read = socket.read(&mut head).await.expect("reads");
+        assert!(
+            head[..read].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&head[..64])
+        );
+        held.push(socket);
+    }
+    // Read and rendered once, not 300 times: about 2 s of CPU on the debug
+    // binary against about 47 s when every read decoded and wrote the result.
+    let spent = gateway.cpu_ticks() - ticks;
+    assert!(
+        spent < 1_500,
+        "{spent} ticks of CPU for 300 reads of one 3 MB job"
+    );
+    let grown_mib = gateway.rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 100,
+        "{grown_mib} MiB more for 300 unread reads of 3 MB"
+    );
+    drop(held);
 }
