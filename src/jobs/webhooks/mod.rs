@@ -85,6 +85,19 @@ mod tests {
     }
 
     #[test]
+    fn the_default_attempts_keep_trying_for_over_an_hour() {
+        let attempts: u32 = crate::config::settings::SETTINGS
+            .iter()
+            .find(|(name, _)| *name == "LADLE_JOB_WEBHOOK_ATTEMPTS")
+            .and_then(|(_, default)| default.parse().ok())
+            .expect("a default");
+        let waits: Duration = (1..attempts)
+            .map(|made| settings(attempts).backoff_after(made))
+            .sum();
+        assert!(waits >= Duration::from_secs(3_600), "{waits:?}");
+    }
+
+    #[test]
     fn back_offs_double_up_to_ten_minutes() {
         let waits: Vec<u64> = (1..=12)
             .map(|n| settings(8).backoff_after(n).as_secs())

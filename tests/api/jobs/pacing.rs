@@ -2,7 +2,8 @@
 //! owing their webhook, against a receiver that takes its time, are delivered
 //! with at most `LADLE_JOB_WEBHOOK_CONCURRENCY` attempts in flight and memory
 //! bounded by that batch, not by the backlog. On the real binary, a real SQLite
-//! file and a real HTTP receiver.
+//! file and a real HTTP receiver. And the default attempts outlast ten refusals
+//! (the contract's old 8 did not).
 
 use std::time::Duration;
 
@@ -76,4 +77,36 @@ async fn two_thousand_due_deliveries_go_out_a_batch_at_a_time() {
     // 256 KiB.
     let peak_mib = second.peak_rss_kib() / 1024;
     assert!(peak_mib < 80, "peak RSS {peak_mib} MiB");
+}
+
+#[tokio::test]
+async fn with_the_default_attempts_a_delivery_outlasts_ten_refusals() {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(crate::jobs::ideas());
+    // Ten refusals: past the contract's old 8 attempts, within the default 16.
+    let mut script = vec![500u16; 10];
+    script.push(200);
+    let receiver = Receiver::start(&script).await;
+    let env = [
+        ("LADLE_STATE_DB", ":memory:"),
+        ("LADLE_JOB_WEBHOOK_URL", receiver.url.as_str()),
+        ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1"),
+    ];
+    let gateway = LadleProcess::start(&upstream.url, &env).await;
+    let submitted = gateway
+        .post("/v1/tasks/fridge?async=true", &crate::jobs::fridge("久"))
+        .await;
+    let id = crate::jobs::job_id(submitted).await;
+    let delivered = eventually(Duration::from_secs(10), "the delivery", async || {
+        let job = crate::jobs::job_after(&gateway, &id, 1).await;
+        (job["webhook"]["status"] == "delivered").then_some(job)
+    })
+    .await;
+    assert_eq!(delivered["webhook"]["attempts"], 11, "{delivered}");
+    let ids: std::collections::HashSet<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert_eq!(ids.len(), 1, "one webhook-id for every attempt");
 }
