@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 pub use self::outcome::RunEnd;
-pub use self::record::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus};
+pub use self::record::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus, SubmitKey};
 
 /// The store could not be reached or could not write (`503 store_unavailable`:
 /// nothing is accepted that cannot be kept).
@@ -94,6 +94,11 @@ pub trait JobStore: Send + Sync {
         max_queued: u64,
         client_max: Option<u32>,
     ) -> BoxFuture<'_, Result<Submitted, StoreDown>>;
+
+    /// The fingerprint and job id a submit's idempotency `key` was written with,
+    /// while it is kept.
+    fn keyed<'a>(&'a self, key: &'a str)
+    -> BoxFuture<'a, Result<Option<(u64, String)>, StoreDown>>;
 
     /// The job, if it exists, belongs to `client`, and has not expired.
     fn get<'a>(

@@ -146,6 +146,18 @@ impl Delivery {
     }
 }
 
+/// A submit's `Idempotency-Key`, written with its job in one commit, so that a
+/// resubmit after any crash finds the job the `202` (received or not) was about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmitKey {
+    /// The key, scoped to its client key (`idempotency::scoped`).
+    pub key: String,
+    /// What the submit asked (`idempotency::fingerprint`).
+    pub fingerprint: u64,
+    /// Until when it is kept (Unix ms): `LADLE_IDEMPOTENCY_TTL_MS` on.
+    pub until: u64,
+}
+
 /// A job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
@@ -173,6 +185,8 @@ pub struct Job {
     pub delivery: Option<Delivery>,
     /// The request id of its current (or last) run.
     pub run_id: Option<String>,
+    /// The submit's idempotency key, written with it (never read back with it).
+    pub key: Option<SubmitKey>,
 }
 
 impl Job {
@@ -191,6 +205,7 @@ impl Job {
             error: None,
             delivery: None,
             run_id: None,
+            key: None,
         }
     }
 

@@ -14,7 +14,7 @@ use super::task_call;
 use crate::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::idempotency::{self, Lookup};
-use crate::jobs::{Job, JobRequest, Moved, Submitted, record};
+use crate::jobs::{Job, JobRequest, Moved, SubmitKey, Submitted, record};
 use crate::relay::replay::REPLAYED;
 use crate::relay::{Reply, ResponseShape};
 use crate::state::AppState;
@@ -65,32 +65,51 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
     };
     let client = submit.client.as_str();
     let Some(key) = &submit.key else {
-        return create(app, request, client)
+        return create(app, request, client, None)
             .await
             .map(|job| accepted(&job, false));
     };
     // A submit and a synchronous request never share a key's record.
     let path = format!("submit:/v1/tasks/{}", submit.task);
     let fingerprint = idempotency::fingerprint(&path, &Value::Object(submit.variables), false);
+    let scoped = idempotency::scoped(client, key);
+    // Written with its job: found after any crash, on any replica.
+    let store = app.jobs.store();
+    if let Some((kept, id)) = store
+        .keyed(&scoped)
+        .await
+        .map_err(|_| ApiError::StoreUnavailable)?
+    {
+        if kept != fingerprint {
+            return Err(ApiError::IdempotencyKeyReused);
+        }
+        let found = store
+            .get(&id, client)
+            .await
+            .map_err(|_| ApiError::StoreUnavailable)?;
+        if let Some(job) = found {
+            return Ok(accepted(&job, true));
+        }
+    }
+    let durable = SubmitKey {
+        key: scoped.clone(),
+        fingerprint,
+        until: unix_millis() + app.config.idempotency.ttl.as_millis() as u64,
+    };
     let now = Instant::now();
     match app
         .idempotency
-        .begin(
-            &idempotency::scoped(client, key),
-            fingerprint,
-            now,
-            now + JOINING,
-        )
+        .begin(&scoped, fingerprint, now, now + JOINING)
         .await
     {
         Lookup::Reused => Err(ApiError::IdempotencyKeyReused),
-        Lookup::Kept(kept) => replay_or_create(app, &kept, request, client).await,
+        Lookup::Kept(kept) => replay_or_create(app, &kept, request, client, durable).await,
         Lookup::Wait(outcome) => match tokio::time::timeout(JOINING, outcome).await {
-            Ok(Some(Ok(kept))) => replay_or_create(app, &kept, request, client).await,
+            Ok(Some(Ok(kept))) => replay_or_create(app, &kept, request, client, durable).await,
             Ok(Some(Err((error, _)))) => Err(error),
             _ => Err(ApiError::StoreUnavailable),
         },
-        Lookup::Run(slot) => match create(app, request, client).await {
+        Lookup::Run(slot) => match create(app, request, client, Some(durable)).await {
             Ok(job) => {
                 slot.succeed(std::sync::Arc::new(json!({ "job": job.id })))
                     .await;
@@ -110,6 +129,7 @@ async fn replay_or_create(
     kept: &Value,
     request: JobRequest,
     client: &str,
+    key: SubmitKey,
 ) -> Result<Response, ApiError> {
     let id = kept["job"].as_str().unwrap_or_default();
     let found = app
@@ -120,15 +140,22 @@ async fn replay_or_create(
         .map_err(|_| ApiError::StoreUnavailable)?;
     match found {
         Some(job) => Ok(accepted(&job, true)),
-        None => create(app, request, client)
+        None => create(app, request, client, Some(key))
             .await
             .map(|job| accepted(&job, false)),
     }
 }
 
-/// Writes a new job of `client`; it is durable when this returns.
-async fn create(app: &AppState, request: JobRequest, client: &str) -> Result<Job, ApiError> {
-    let job = Job::queued(request, client, unix_millis());
+/// Writes a new job of `client` (with its submit's `key`, in one commit); it is
+/// durable when this returns.
+async fn create(
+    app: &AppState,
+    request: JobRequest,
+    client: &str,
+    key: Option<SubmitKey>,
+) -> Result<Job, ApiError> {
+    let mut job = Job::queued(request, client, unix_millis());
+    job.key = key;
     let max = app.config.jobs.max_queued;
     let key = app
         .clients

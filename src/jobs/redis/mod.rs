@@ -71,6 +71,11 @@ impl RedisJobs {
         self.redis.key(&format!("job:{id}"))
     }
 
+    /// Where a submit's idempotency key is kept, beside its job.
+    fn submit_key(&self, key: &str) -> String {
+        self.redis.key(&format!("jobs:key:{key}"))
+    }
+
     fn set(&self, name: &str) -> String {
         self.redis.key(&format!("jobs:{name}"))
     }

@@ -51,9 +51,11 @@ end
     };
 }
 
-/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[6]` on) as
+/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[9]` on) as
 /// queued, unless `ARGV[1]` jobs are unfinished across the fleet (0), or
-/// `ARGV[4]` (if given) of its client `ARGV[5]`'s (2): 1 if written.
+/// `ARGV[4]` (if given) of its client `ARGV[5]`'s (2): 1 if written. With a
+/// submit key (`ARGV[6]`, its value `ARGV[7]`, kept `ARGV[8]` ms), the key is
+/// written with it.
 const SUBMIT: &str = r#"
 local unfinished = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
   + redis.call('ZCARD', KEYS[4])
@@ -61,8 +63,11 @@ if unfinished >= tonumber(ARGV[1]) then return 0 end
 if ARGV[4] ~= '' and tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '0') >= tonumber(ARGV[4]) then
   return 2
 end
+if ARGV[6] ~= '' then
+  redis.call('SET', ARGV[6], ARGV[7], 'PX', math.max(1, tonumber(ARGV[8])))
+end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('HSET', KEYS[1], unpack(ARGV, 9))
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
 return 1

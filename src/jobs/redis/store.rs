@@ -34,6 +34,13 @@ impl JobStore for RedisJobs {
                 .arg(job.created_at)
                 .arg(client_max.map_or(String::new(), |n| n.to_string()))
                 .arg(&job.client);
+            match &job.key {
+                Some(key) => invocation
+                    .arg(self.submit_key(&key.key))
+                    .arg(format!("{} {}", key.fingerprint, job.id))
+                    .arg(key.until.saturating_sub(unix_millis())),
+                None => invocation.arg("").arg("").arg(0),
+            };
             for (name, value) in &fields {
                 invocation.arg(*name).arg(value);
             }
@@ -47,6 +54,24 @@ impl JobStore for RedisJobs {
                 2 => Submitted::ClientFull,
                 _ => Submitted::Full,
             })
+        })
+    }
+
+    fn keyed<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(u64, String)>, StoreDown>> {
+        Box::pin(async move {
+            let name = self.submit_key(key);
+            let kept: Option<String> = self
+                .call("jobs_keyed", |mut c| async move {
+                    redis::cmd("GET").arg(name).query_async(&mut c).await
+                })
+                .await?;
+            Ok(kept.and_then(|kept| {
+                let (fingerprint, id) = kept.split_once(' ')?;
+                Some((fingerprint.parse().ok()?, id.to_owned()))
+            }))
         })
     }
 

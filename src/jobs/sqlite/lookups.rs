@@ -30,6 +30,12 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_delivery ON jobs (delivery_due) WHERE delivery_due IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_by_client ON jobs (client, status);
+CREATE TABLE IF NOT EXISTS submit_keys (
+    key TEXT PRIMARY KEY,
+    fingerprint INTEGER NOT NULL,
+    job_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
 ";
 
 pub const UNFINISHED: &str = "status IN ('queued', 'running', 'retry_wait')";

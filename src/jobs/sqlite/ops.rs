@@ -99,8 +99,37 @@ impl JobStore for SqliteJobs {
                 return Ok(Submitted::ClientFull);
             }
             rows::write(tx, &job)?;
+            // In the job's own commit: a resubmit after any crash finds it.
+            if let Some(key) = &job.key {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO submit_keys (key, fingerprint, job_id, expires_at) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![
+                    key.key,
+                    key.fingerprint as i64,
+                    job.id,
+                    key.until as i64
+                ])?;
+            }
             tally.unfinished += 1;
             Ok(Submitted::Accepted(job))
+        })
+    }
+
+    fn keyed<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(u64, String)>, StoreDown>> {
+        let (key, now) = (key.to_owned(), crate::wall::unix_millis() as i64);
+        self.read(move |tx, _| {
+            tx.prepare_cached(
+                "SELECT fingerprint, job_id FROM submit_keys WHERE key = ?1 AND expires_at > ?2",
+            )?
+            .query_row(params![key, now], |row| {
+                Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?))
+            })
+            .optional()
         })
     }
 
@@ -264,6 +293,10 @@ impl JobStore for SqliteJobs {
                 "DELETE FROM jobs WHERE status IN ('succeeded', 'failed', 'canceled') \
                  AND updated_at <= ?1 AND delivery_due IS NULL",
                 params![before],
+            )?;
+            tx.execute(
+                "DELETE FROM submit_keys WHERE expires_at <= ?1",
+                params![now as i64],
             )?;
             state_file::reclaim(tx)?;
             Ok(gone as u64)

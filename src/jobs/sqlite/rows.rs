@@ -60,6 +60,7 @@ fn decoded(row: &Row<'_>) -> Result<Job, String> {
         error: json(9, "error")?,
         delivery,
         run_id: text(11)?,
+        key: None,
     })
 }
 

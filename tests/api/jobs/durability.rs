@@ -261,3 +261,41 @@ async fn no_run_starts_after_sigterm_while_a_stream_still_drains() {
         "queued, running, succeeded"
     );
 }
+
+#[tokio::test]
+async fn a_keyed_submit_survives_a_sigkill_and_its_resubmit_finds_the_same_job() {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(ideas());
+    let db = temp_dir("jobs-keyed-kill").join("state.db");
+    // No run starts before the kill: the job stays queued in the file.
+    let none = [("LADLE_JOB_CONCURRENCY", "1"), ("LADLE_JOB_MAX_RUNS", "1")];
+    upstream.push([sse(vec![Step::Stall])]);
+    let mut first = serve_on(&db, &upstream, &none).await;
+    let keyed = |gateway: &LadleProcess, marker: &str| {
+        gateway
+            .post_request("/v1/tasks/fridge?async=true", &fridge(marker))
+            .header("idempotency-key", "order-42")
+            .send()
+    };
+    let blocker = submit_to(&first, "先").await;
+    let submitted = keyed(&first, "榴莲").await.expect("answers");
+    assert_eq!(submitted.status(), 202);
+    let id = job_id(submitted).await;
+    first.kill();
+
+    let second = serve_on(&db, &upstream, &none).await;
+    let again = keyed(&second, "榴莲").await.expect("answers");
+    assert_eq!(again.status(), 202);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(job_id(again).await, id, "the same job, not a second one");
+    let other = keyed(&second, "山竹").await.expect("answers");
+    assert_eq!(other.status(), 422, "another request under the key");
+    let done = job_after(&second, &id, 5_000).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let marked: usize = upstream
+        .requests()
+        .iter()
+        .filter(|r| r.body.to_string().contains("榴莲"))
+        .count();
+    assert_eq!(marked, 1, "it ran once (the other job: {blocker})");
+}

@@ -247,3 +247,21 @@ async fn the_fleet_holds_at_most_max_queued_unfinished_jobs() {
         Submitted::Accepted(_)
     ));
 }
+
+#[tokio::test]
+async fn a_submits_idempotency_key_is_written_with_its_job_for_every_replica() {
+    let redis = RedisServer::start().await;
+    let (a, b) = (store(&redis), store(&redis));
+    let mut job = job_of("alpha", 0);
+    job.key = Some(ladle::jobs::SubmitKey {
+        key: "alpha:order-7".into(),
+        fingerprint: 42,
+        until: unix_millis() + 60_000,
+    });
+    let Submitted::Accepted(job) = a.submit(job, 100, None).await.expect("writes") else {
+        panic!("accepted");
+    };
+    let kept = b.keyed("alpha:order-7").await.expect("reads");
+    assert_eq!(kept, Some((42, job.id)));
+    assert_eq!(b.keyed("alpha:other").await.expect("reads"), None);
+}
