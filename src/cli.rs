@@ -296,6 +296,9 @@ fn check(config: &Config, warnings: &[String]) -> ExitCode {
             problems += 1;
         }
     }
+    if let Some(settings) = &config.redis {
+        let _ = writeln!(out, "{}", redis_note(settings));
+    }
     let _ = writeln!(
         out,
         "{} prompt(s) loaded, {problems} problem(s)",
@@ -305,6 +308,22 @@ fn check(config: &Config, warnings: &[String]) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// What `check` says of the fleet's Redis: whether it keeps jobs across its own
+/// restart. A warning, not a problem: `serve` runs with any Redis, or none
+/// reachable.
+fn redis_note(settings: &crate::config::RedisSettings) -> String {
+    let Ok(redis) = crate::fleet::Redis::new(settings, crate::ops::metrics::Metrics::new()) else {
+        return "warning LADLE_REDIS_URL: cannot set up a connection".to_owned();
+    };
+    match redis.block_on(redis.persistent()) {
+        Some(true) => "ok      redis keeps jobs across its restart (appendonly yes)".to_owned(),
+        Some(false) => "warning redis has no append-only file (appendonly no): a restart of it \
+                         loses every job it holds; set `appendonly yes`"
+            .to_owned(),
+        None => "warning redis is unreachable: jobs, prompts and keys wait for it".to_owned(),
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use crate::background::{Background, Continue};
 use crate::config::settings::invalid;
 use crate::config::{RedisSettings, StartError};
 use crate::ops::metrics::Metrics;
@@ -183,6 +184,23 @@ impl Redis {
         answer
     }
 
+    /// Whether this Redis keeps what it is told across its own restart: its
+    /// append-only file is on (`INFO persistence`). Snapshots alone lose what
+    /// came after the last one, and no persistence loses every job. `None` when it
+    /// cannot be asked.
+    pub async fn persistent(&self) -> Option<bool> {
+        let info: String = self
+            .call("info_persistence", CALL_TIMEOUT, |mut c| async move {
+                redis::cmd("INFO")
+                    .arg("persistence")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+            .ok()?;
+        Some(info.lines().any(|line| line.trim() == "aof_enabled:1"))
+    }
+
     /// Records reachability (`down`: why Redis was not reached); a change is one
     /// log line and the gauge.
     fn mark(&self, op: &'static str, down: Option<&RedisDown>) {
@@ -208,4 +226,38 @@ fn is_connection_error(error: &redis::RedisError) -> bool {
         || error.is_connection_refusal()
         || error.is_timeout()
         || error.is_unrecoverable_error()
+}
+
+/// How often the fleet's Redis is asked whether it persists: a Redis restarted with
+/// another configuration is seen within this.
+const PERSISTENCE_EVERY: Duration = Duration::from_secs(10);
+
+/// Asks the fleet's Redis at start, and every `PERSISTENCE_EVERY`, whether it keeps
+/// jobs across its own restart: `ladle_redis_persistent` says so, and a Redis
+/// without its append-only file gets a `WARN` line naming the risk (once per
+/// change, a reconnect to another Redis included).
+pub fn watch_persistence(redis: Arc<Redis>, background: &Background) {
+    let told = Arc::new(std::sync::Mutex::new(None::<bool>));
+    let runtime = redis.runtime.clone();
+    background.every(PERSISTENCE_EVERY, Some(&runtime), move || {
+        let (redis, told) = (redis.clone(), told.clone());
+        async move {
+            let Some(persistent) = redis.persistent().await else {
+                return Continue::Yes;
+            };
+            redis.metrics.redis_persistent(persistent);
+            let mut told = told
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *told != Some(persistent) && !persistent {
+                tracing::warn!(
+                    "redis has no append-only file (appendonly no): a restart of it loses \
+                     every job, idempotency key and kept answer it holds; set \
+                     `appendonly yes` (docs/operations.md)"
+                );
+            }
+            *told = Some(persistent);
+            Continue::Yes
+        }
+    });
 }

@@ -91,6 +91,7 @@ impl AppState {
             Some(redis) => {
                 let window = config.budget.window;
                 budget::shared::share(&fleet_budgets, redis.clone(), window, &background);
+                crate::fleet::watch_persistence(redis.clone(), &background);
                 let idempotency =
                     RedisIdempotency::new(redis.clone(), config.idempotency, &background);
                 (

@@ -125,6 +125,12 @@ pub fn describe(recorder: &PrometheusRecorder) {
         None,
         "1 while the fleet's Redis answers, 0 while it does not.".into(),
     );
+    recorder.describe_gauge(
+        KeyName::from("ladle_redis_persistent"),
+        None,
+        "1 when the fleet's Redis has its append-only file on (jobs survive its restart), else 0."
+            .into(),
+    );
 }
 
 /// Counters registered at start, with every value their one label can take.

@@ -27,6 +27,13 @@ impl Metrics {
         gauge.set(waiting as f64);
     }
 
+    /// Sets `ladle_redis_persistent` (1: its append-only file is on).
+    pub fn redis_persistent(&self, persistent: bool) {
+        let key = Key::from_name("ladle_redis_persistent");
+        let gauge = self.inner.recorder.register_gauge(&key, &METADATA);
+        gauge.set(if persistent { 1.0 } else { 0.0 });
+    }
+
     /// Sets `ladle_state_file_bytes`.
     pub fn state_file_bytes(&self, bytes: u64) {
         let key = Key::from_name("ladle_state_file_bytes");

@@ -10,4 +10,5 @@ mod job_bounds;
 mod job_store;
 mod jobs;
 mod outage;
+mod persistence;
 mod prompts;
