@@ -117,14 +117,14 @@ impl RedisJobs {
     }
 
     /// Ends run `run` of job `id` as `end` if it still holds the job (and, with
-    /// `lease_ended_by`, only if its lease ran out by then).
+    /// `lease_ended`, only if its lease has run out by Redis's clock).
     async fn end_run(
         &self,
         id: &str,
         run: u32,
         end: RunEnd,
         now: u64,
-        lease_ended_by: Option<u64>,
+        lease_ended: bool,
     ) -> Result<Option<Moved>, StoreDown> {
         let (to, field, value, until) = match end {
             RunEnd::Succeeded(result) => (JobStatus::Succeeded, "result", result.to_string(), 0),
@@ -154,7 +154,7 @@ impl RedisJobs {
             .arg(value)
             .arg(until)
             .arg(delivery)
-            .arg(lease_ended_by.map_or(String::new(), |at| at.to_string()));
+            .arg(if lease_ended { "1" } else { "" });
         let ended: Option<Vec<String>> = self
             .call("jobs_finish", |mut c| async move {
                 invocation.invoke_async(&mut c).await

@@ -96,11 +96,28 @@ return {'now', status, redis.call('HGETALL', KEYS[1])}
 "#
 );
 
-/// Starts the next run of the oldest queued job at `ARGV[2]`, held until
-/// `ARGV[3]`, its run id `ARGV[4]`, among the first 100 whose client is none of
-/// `ARGV[5]` on (busy on this replica): {id, its fields}, or nil. A member whose
-/// job is not queued (gone, or moved by hand) is dropped on the way.
-const CLAIM: &str = r#"
+/// Redis's own clock, in Unix ms: every lease is reckoned by it, never by a
+/// replica's, so a replica whose clock is ahead cannot find another's live run
+/// expired (and one behind cannot hold a dead one's run longer).
+macro_rules! clock {
+    () => {
+        r#"
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"#
+    };
+}
+
+/// Starts the next run of the oldest queued job at `ARGV[2]` (the replica's time,
+/// for `updated_at`), held for `ARGV[3]` ms of Redis's clock, its run id
+/// `ARGV[4]`, among the first 100 whose client is none of `ARGV[5]` on (busy on
+/// this replica): {id, its fields}, or nil. A member whose job is not queued
+/// (gone, or moved by hand) is dropped on the way.
+const CLAIM: &str = concat!(
+    clock!(),
+    r#"
 local busy = {}
 for i = 5, #ARGV do busy[ARGV[i]] = true end
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, 99)) do
@@ -112,18 +129,20 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, 99)) do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HINCRBY', key, 'runs', 1)
     redis.call('HSET', key, 'status', 'running', 'updated_at', ARGV[2], 'run_id', ARGV[4])
-    redis.call('ZADD', KEYS[2], ARGV[3], id)
+    redis.call('ZADD', KEYS[2], clock() + tonumber(ARGV[3]), id)
     return {id, redis.call('HGETALL', key)}
   end
 end
 return false
-"#;
+"#
+);
 
 /// Ends run `ARGV[2]` of job `ARGV[1]` at `ARGV[3]` as status `ARGV[5]` (with
 /// field `ARGV[6]` = `ARGV[7]` if named; due again at `ARGV[8]` when waiting), if
 /// that run still holds the job, and (when `ARGV[10]` is given) only if its lease
-/// ended by then: the job's fields, or nil.
+/// has ended by Redis's clock: the job's fields, or nil.
 const FINISH: &str = concat!(
+    clock!(),
     ended!(),
     r#"
 if redis.call('HGET', KEYS[1], 'status') ~= 'running'
@@ -132,7 +151,7 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'running'
 end
 if ARGV[10] ~= '' then
   local lease = redis.call('ZSCORE', KEYS[2], ARGV[1])
-  if lease and tonumber(lease) > tonumber(ARGV[10]) then return false end
+  if lease and tonumber(lease) > clock() then return false end
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'status', ARGV[5], 'updated_at', ARGV[3])
@@ -148,28 +167,35 @@ return redis.call('HGETALL', KEYS[1])
 );
 
 /// Holds the runs (id, run number pairs from `ARGV[3]` on) that still hold their
-/// job until `ARGV[2]`: the ids of the others.
-const RENEW: &str = r#"
+/// job for another `ARGV[2]` ms of Redis's clock: the ids of the others.
+const RENEW: &str = concat!(
+    clock!(),
+    r#"
+local held = clock() + tonumber(ARGV[2])
 local gone = {}
 for i = 3, #ARGV, 2 do
   local key = ARGV[1] .. ARGV[i]
   if redis.call('HGET', key, 'status') == 'running'
     and redis.call('HGET', key, 'runs') == ARGV[i + 1] then
-    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])
+    redis.call('ZADD', KEYS[1], held, ARGV[i])
   else
     table.insert(gone, ARGV[i])
   end
 end
 return gone
-"#;
+"#
+);
 
-/// At `ARGV[2]`: runs whose lease ended with runs left (below `ARGV[3]`) and
-/// waiting jobs whose time came are queued again (in their place by creation);
-/// {the changes as {id, status left, fields}, the runs out of runs as {id, runs,
-/// run id}} (those fail through `FINISH`, with the error made by the caller).
-const SWEEP: &str = r#"
+/// At `ARGV[2]` (the replica's time; leases by Redis's clock): runs whose lease
+/// ended with runs left (below `ARGV[3]`) and waiting jobs whose time came are
+/// queued again (in their place by creation); {the changes as {id, status left,
+/// fields}, the runs out of runs as {id, runs, run id}} (those fail through
+/// `FINISH`, with the error made by the caller).
+const SWEEP: &str = concat!(
+    clock!(),
+    r#"
 local moved, cut = {}, {}
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, 100)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clock(), 'LIMIT', 0, 100)
 for _, id in ipairs(expired) do
   local key = ARGV[1] .. id
   local job = redis.call('HMGET', key, 'status', 'runs', 'run_id', 'created_at')
@@ -197,7 +223,8 @@ for _, id in ipairs(due) do
   end
 end
 return {moved, cut}
-"#;
+"#
+);
 
 /// Takes at most `ARGV[4]` deliveries due at `ARGV[2]` and holds them until
 /// `ARGV[3]`: {id, fields} of each.

@@ -149,7 +149,8 @@ impl JobStore for RedisJobs {
                 .key(self.set("running"))
                 .arg(self.job_key(""))
                 .arg(now)
-                .arg(now + lease.as_millis() as u64)
+                // Held by Redis's clock, not this replica's.
+                .arg(lease.as_millis() as u64)
                 .arg(run_id);
             for client in busy {
                 invocation.arg(client);
@@ -175,13 +176,13 @@ impl JobStore for RedisJobs {
         end: RunEnd,
         now: u64,
     ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
-        Box::pin(self.end_run(id, run, end, now, None))
+        Box::pin(self.end_run(id, run, end, now, false))
     }
 
     fn renew<'a>(
         &'a self,
         runs: &'a [(String, u32)],
-        now: u64,
+        _now: u64,
         lease: Duration,
     ) -> BoxFuture<'a, Result<Vec<String>, StoreDown>> {
         Box::pin(async move {
@@ -192,7 +193,7 @@ impl JobStore for RedisJobs {
             invocation
                 .key(self.set("running"))
                 .arg(self.job_key(""))
-                .arg(now + lease.as_millis() as u64);
+                .arg(lease.as_millis() as u64);
             for (id, run) in runs {
                 invocation.arg(id).arg(*run);
             }
@@ -228,7 +229,7 @@ impl JobStore for RedisJobs {
             for (id, run, run_id) in cut {
                 let error = ApiError::JobInterrupted.body(&run_id)["error"].clone();
                 let failed = RunEnd::Failed(error);
-                if let Some(change) = self.end_run(&id, run, failed, now, Some(now)).await? {
+                if let Some(change) = self.end_run(&id, run, failed, now, true).await? {
                     changes.push(change);
                 }
             }

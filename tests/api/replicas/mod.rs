@@ -5,6 +5,7 @@
 mod budgets;
 mod cache;
 mod clients;
+mod clocks;
 mod idempotency;
 mod job_bounds;
 mod job_store;
