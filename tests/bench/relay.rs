@@ -38,6 +38,7 @@ mod procfs;
 mod procs;
 mod report;
 mod side;
+mod waiting;
 
 use std::io::Write as _;
 use std::process::ExitCode;
