@@ -138,6 +138,12 @@ impl Redis {
         self.is_up() || unix_millis().saturating_sub(self.failed_at.load(Ordering::Relaxed)) > 1_000
     }
 
+    /// Whether a call failed to reach Redis within the last `span`.
+    pub fn unreachable_within(&self, span: Duration) -> bool {
+        let failed = self.failed_at.load(Ordering::Relaxed);
+        failed != 0 && unix_millis().saturating_sub(failed) < span.as_millis() as u64
+    }
+
     /// How long an idempotency claim lives without renewal.
     pub fn lease(&self) -> Duration {
         self.lease

@@ -220,6 +220,9 @@ impl Runner {
 async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &CancellationToken) {
     let now = unix_millis();
     let settings = shared.settings;
+    // This replica's runs first: after an outage, they are asserted before
+    // anyone's expired runs are looked for.
+    renew(shared).await;
     if let Ok(moved) = shared.store.sweep(now, settings.max_runs).await {
         for change in &moved {
             log_move(change);
@@ -235,7 +238,6 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
             shared.changes.send_modify(|n| *n += 1);
         }
     }
-    renew(shared).await;
     while !stopping.is_cancelled() && !shared.claiming.is_cancelled() {
         let Ok(slot) = shared.slots.clone().try_acquire_owned() else {
             break;

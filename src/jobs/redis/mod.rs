@@ -145,6 +145,7 @@ impl RedisJobs {
             .key(self.set("waiting"))
             .key(self.set("deliveries"))
             .key(self.set("clients"))
+            .key(self.set("queued"))
             .arg(id)
             .arg(run)
             .arg(now)

@@ -140,13 +140,19 @@ return false
 /// Ends run `ARGV[2]` of job `ARGV[1]` at `ARGV[3]` as status `ARGV[5]` (with
 /// field `ARGV[6]` = `ARGV[7]` if named; due again at `ARGV[8]` when waiting), if
 /// that run still holds the job, and (when `ARGV[10]` is given) only if its lease
-/// has ended by Redis's clock: the job's fields, or nil.
+/// has ended by Redis's clock: the job's fields, or nil. The run's own report
+/// (no `ARGV[10]`) is taken too when its lease ran out and the job was queued
+/// again but not run again since (the run number is its fence): an outcome that
+/// waited out a Redis outage is kept, not thrown away.
 const FINISH: &str = concat!(
     clock!(),
     ended!(),
     r#"
-if redis.call('HGET', KEYS[1], 'status') ~= 'running'
-  or redis.call('HGET', KEYS[1], 'runs') ~= ARGV[2] then
+local status = redis.call('HGET', KEYS[1], 'status')
+if redis.call('HGET', KEYS[1], 'runs') ~= ARGV[2] then return false end
+if status == 'queued' and ARGV[10] == '' then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+elseif status ~= 'running' then
   return false
 end
 if ARGV[10] ~= '' then
@@ -190,12 +196,16 @@ return gone
 /// ended with runs left (below `ARGV[3]`) and waiting jobs whose time came are
 /// queued again (in their place by creation); {the changes as {id, status left,
 /// fields}, the runs out of runs as {id, runs, run id}} (those fail through
-/// `FINISH`, with the error made by the caller).
+/// `FINISH`, with the error made by the caller). With `ARGV[4]` = '1' (the caller
+/// just got Redis back) runs are left alone: their replicas renew first.
 const SWEEP: &str = concat!(
     clock!(),
     r#"
 local moved, cut = {}, {}
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clock(), 'LIMIT', 0, 100)
+local expired = {}
+if ARGV[4] ~= '1' then
+  expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', clock(), 'LIMIT', 0, 100)
+end
 for _, id in ipairs(expired) do
   local key = ARGV[1] .. id
   local job = redis.call('HMGET', key, 'status', 'runs', 'run_id', 'created_at')

@@ -213,7 +213,14 @@ impl JobStore for RedisJobs {
                 .key(self.set("waiting"))
                 .arg(self.job_key(""))
                 .arg(now)
-                .arg(max_runs);
+                .arg(max_runs)
+                // Back from an outage: every replica's runs are renewed before
+                // any is found expired (the runs' own replicas renew every tick).
+                .arg(if self.redis.unreachable_within(self.redis.lease()) {
+                    "1"
+                } else {
+                    ""
+                });
             let (changes, cut): (Vec<Change>, Vec<(String, u32, String)>) = self
                 .call("jobs_sweep", |mut c| async move {
                     invocation.invoke_async(&mut c).await

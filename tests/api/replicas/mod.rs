@@ -10,6 +10,7 @@ mod idempotency;
 mod job_bounds;
 mod job_store;
 mod jobs;
+mod long_outage;
 mod outage;
 mod persistence;
 mod prompts;

@@ -61,6 +61,26 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): an outage that keeps its data, as a network
+    /// partition or a long stall would.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the server runs");
+        let sent = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill {signal} failed");
+    }
+
     /// Starts the server again on its port, with empty data.
     pub async fn restart(&mut self) {
         assert!(
