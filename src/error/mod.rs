@@ -145,6 +145,9 @@ pub enum ApiError {
     /// the queue.
     #[error("the job's stored record could not be read; submit it again")]
     JobUnreadable,
+    /// A redelivery was asked of a job whose webhook delivery has not failed.
+    #[error("the job's webhook delivery has not failed (or there is none)")]
+    DeliveryNotFailed,
 }
 
 impl ApiError {
@@ -176,6 +179,7 @@ impl ApiError {
             ApiError::JobFinished => "job_finished",
             ApiError::JobInterrupted => "job_interrupted",
             ApiError::JobUnreadable => "job_unreadable",
+            ApiError::DeliveryNotFailed => "delivery_not_failed",
         }
     }
 
@@ -201,6 +205,7 @@ impl ApiError {
             ApiError::JobFinished => StatusCode::CONFLICT,
             ApiError::JobInterrupted => StatusCode::BAD_GATEWAY,
             ApiError::JobUnreadable => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::DeliveryNotFailed => StatusCode::CONFLICT,
             ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized | ApiError::NoClientKey => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -239,7 +244,8 @@ impl ApiError {
             | ApiError::JobNotFound
             | ApiError::JobFinished
             | ApiError::JobInterrupted
-            | ApiError::JobUnreadable => false,
+            | ApiError::JobUnreadable
+            | ApiError::DeliveryNotFailed => false,
         }
     }
 

@@ -46,6 +46,17 @@ pub enum Submitted {
     ClientFull,
 }
 
+/// What a redelivery led to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Redelivered {
+    /// No such job.
+    Unknown,
+    /// Its delivery has not failed (pending, delivered, or none): unchanged.
+    NotFailed,
+    /// Its delivery is pending again, due now, under the same `webhook-id`.
+    Now(Job),
+}
+
 /// What a cancel led to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Canceled {
@@ -169,6 +180,14 @@ pub trait JobStore: Send + Sync {
         lease: Duration,
         most: usize,
     ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>>;
+
+    /// Makes job `id`'s failed delivery pending again at `now`, its attempts
+    /// counted afresh and its `webhook-id` kept (an operator's redrive).
+    fn redeliver<'a>(
+        &'a self,
+        id: &'a str,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Redelivered, StoreDown>>;
 
     /// Records a delivery attempt's result.
     fn delivered<'a>(

@@ -134,6 +134,14 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// The same delivery (its `webhook-id` kept) due again at `now`, with a whole
+    /// new round of attempts.
+    pub fn redrive(&mut self, now: u64) {
+        self.status = DeliveryStatus::Pending;
+        self.attempts = 0;
+        self.next_at = now;
+    }
+
     /// A delivery due at `now`, not tried yet.
     pub fn pending(now: u64) -> Delivery {
         Delivery {

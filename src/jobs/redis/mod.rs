@@ -29,6 +29,7 @@
 
 mod fields;
 mod quarantine;
+mod redeliver;
 mod scripts;
 mod store;
 

@@ -311,6 +311,17 @@ return {status, redis.call('HGETALL', KEYS[1])}
 "#
 );
 
+/// Makes job `ARGV[1]`'s delivery `ARGV[3]` (due at `ARGV[4]`), if it is still
+/// `ARGV[2]` (a failed one, as the caller read it): the job's fields, or nil. Its
+/// key lives on until the delivery is made again.
+const REDELIVER: &str = r#"
+if redis.call('HGET', KEYS[1], 'delivery') ~= ARGV[2] then return false end
+redis.call('HSET', KEYS[1], 'delivery', ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+redis.call('PERSIST', KEYS[1])
+return redis.call('HGETALL', KEYS[1])
+"#;
+
 /// The scripts, loaded once per Redis (`EVALSHA`, and `EVAL` again when Redis
 /// has lost them).
 pub(super) struct Scripts {
@@ -323,6 +334,7 @@ pub(super) struct Scripts {
     pub(super) due: Script,
     pub(super) delivered: Script,
     pub(super) quarantine: Script,
+    pub(super) redeliver: Script,
 }
 
 impl Scripts {
@@ -337,6 +349,7 @@ impl Scripts {
             due: Script::new(DUE),
             delivered: Script::new(DELIVERED),
             quarantine: Script::new(QUARANTINE),
+            redeliver: Script::new(REDELIVER),
         }
     }
 }

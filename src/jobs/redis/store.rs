@@ -8,8 +8,8 @@ use super::quarantine::Change;
 use super::{RedisJobs, fields};
 use crate::error::ApiError;
 use crate::jobs::{
-    Canceled, Counts, Delivery, DeliveryStatus, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown,
-    Submitted,
+    Canceled, Counts, Delivery, DeliveryStatus, Job, JobStatus, JobStore, Moved, Redelivered,
+    RunEnd, StoreDown, Submitted,
 };
 use crate::wall::unix_millis;
 
@@ -304,6 +304,14 @@ impl JobStore for RedisJobs {
             }
             Ok(jobs)
         })
+    }
+
+    fn redeliver<'a>(
+        &'a self,
+        id: &'a str,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Redelivered, StoreDown>> {
+        self.redrive(id, now)
     }
 
     fn delivered<'a>(

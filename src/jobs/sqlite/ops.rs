@@ -11,7 +11,8 @@ use super::rows::{self, COLUMNS};
 use super::{SqliteJobs, Tally};
 use crate::error::ApiError;
 use crate::jobs::{
-    Canceled, Counts, Delivery, Job, JobStatus, JobStore, Moved, RunEnd, StoreDown, Submitted,
+    Canceled, Counts, Delivery, DeliveryStatus, Job, JobStatus, JobStore, Moved, Redelivered,
+    RunEnd, StoreDown, Submitted,
 };
 use crate::state_file;
 
@@ -360,6 +361,29 @@ impl JobStore for SqliteJobs {
                 )?;
             }
             Ok(due)
+        })
+    }
+
+    fn redeliver<'a>(
+        &'a self,
+        id: &'a str,
+        now: u64,
+    ) -> BoxFuture<'a, Result<Redelivered, StoreDown>> {
+        let (id, webhooks) = (id.to_owned(), self.webhooks);
+        self.call(move |tx, tally| {
+            let Some(mut job) = find(tx, &id, webhooks, tally)? else {
+                return Ok(Redelivered::Unknown);
+            };
+            let Some(delivery) = job
+                .delivery
+                .as_mut()
+                .filter(|d| d.status == DeliveryStatus::Failed)
+            else {
+                return Ok(Redelivered::NotFailed);
+            };
+            delivery.redrive(now);
+            rows::write(tx, &job)?;
+            Ok(Redelivered::Now(job))
         })
     }
 

@@ -10,6 +10,7 @@
 
 pub mod auth;
 mod cache;
+mod jobs;
 mod status;
 
 use axum::Router;
@@ -52,6 +53,7 @@ pub fn router() -> Router<AppState> {
             get(cache::count).delete(cache::forget),
         )
         .route("/admin/status", get(status::status))
+        .route("/admin/jobs/{id}/redeliver", post(jobs::redeliver))
 }
 
 /// One row of `GET /admin/prompts`.

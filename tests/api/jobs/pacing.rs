@@ -110,3 +110,72 @@ async fn with_the_default_attempts_a_delivery_outlasts_ten_refusals() {
         .collect();
     assert_eq!(ids.len(), 1, "one webhook-id for every attempt");
 }
+
+#[tokio::test]
+async fn an_operator_redrives_a_failed_delivery_under_the_same_webhook_id() {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(crate::jobs::ideas());
+    let receiver = Receiver::start(&[500, 500, 200]).await;
+    let env = [
+        ("LADLE_STATE_DB", ":memory:"),
+        ("LADLE_JOB_WEBHOOK_URL", receiver.url.as_str()),
+        ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1"),
+        ("LADLE_JOB_WEBHOOK_ATTEMPTS", "2"),
+        ("LADLE_ADMIN_TOKEN", crate::support::ADMIN_TOKEN),
+    ];
+    let gateway = LadleProcess::start(&upstream.url, &env).await;
+    let submitted = gateway
+        .post("/v1/tasks/fridge?async=true", &crate::jobs::fridge("再"))
+        .await;
+    let id = crate::jobs::job_id(submitted).await;
+    let webhook = async |status: &str| {
+        eventually(
+            Duration::from_secs(10),
+            "the delivery's status",
+            async || {
+                let job = crate::jobs::job_after(&gateway, &id, 1).await;
+                (job["webhook"]["status"] == status).then_some(job)
+            },
+        )
+        .await
+    };
+    assert_eq!(webhook("failed").await["webhook"]["attempts"], 2);
+    let path = format!("/admin/jobs/{id}/redeliver");
+    let redrive = async || {
+        let sent = gateway.admin(reqwest::Method::POST, &path).send().await;
+        sent.expect("the gateway answers")
+    };
+    let redriven = redrive().await;
+    assert_eq!(redriven.status(), 200);
+    let job = json_of(redriven).await;
+    assert_eq!(
+        job["webhook"],
+        serde_json::json!({"status": "pending", "attempts": 0})
+    );
+    assert_eq!(webhook("delivered").await["webhook"]["attempts"], 1);
+    let ids: std::collections::HashSet<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("webhook-id"))
+        .collect();
+    assert_eq!(
+        (receiver.received().len(), ids.len()),
+        (3, 1),
+        "one webhook-id"
+    );
+
+    let again = redrive().await;
+    assert_eq!(again.status(), 409);
+    assert_eq!(json_of(again).await["error"]["code"], "delivery_not_failed");
+    let unknown = gateway
+        .admin(
+            reqwest::Method::POST,
+            "/admin/jobs/job_0000000000000000000001/redeliver",
+        )
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert_eq!(unknown.status(), 404);
+    let no_token = gateway.post(&path, &serde_json::json!({})).await;
+    assert_eq!(no_token.status(), 401);
+}

@@ -265,3 +265,41 @@ async fn a_submits_idempotency_key_is_written_with_its_job_for_every_replica() {
     assert_eq!(kept, Some((42, job.id)));
     assert_eq!(b.keyed("alpha:other").await.expect("reads"), None);
 }
+
+#[tokio::test]
+async fn a_failed_delivery_redriven_on_one_replica_is_due_again_for_every_replica() {
+    let redis = RedisServer::start().await;
+    let handle = Redis::new(&redis_settings(&redis), Metrics::new()).expect("a redis handle");
+    let (a, b) = (RedisJobs::new(handle.clone(), true, DAY), store(&redis));
+    let Submitted::Accepted(job) = a.submit(job_of("", 0), 100, None).await.expect("writes") else {
+        panic!("accepted");
+    };
+    let now = unix_millis();
+    a.claim(now, HOUR, &[])
+        .await
+        .expect("claims")
+        .expect("the job");
+    let done = RunEnd::Succeeded(json!({"task": "recipe"}));
+    a.finish(&job.id, 1, done, now).await.expect("writes");
+    assert_eq!(
+        a.redeliver(&job.id, now).await.expect("writes"),
+        ladle::jobs::Redelivered::NotFailed,
+        "pending is not failed"
+    );
+    let due = a.due_deliveries(now + 1, HOUR, 16).await.expect("reads");
+    let mut delivery = due[0].delivery.clone().expect("a delivery");
+    delivery.status = ladle::jobs::DeliveryStatus::Failed;
+    a.delivered(&job.id, delivery.clone())
+        .await
+        .expect("writes");
+
+    let ladle::jobs::Redelivered::Now(redriven) =
+        b.redeliver(&job.id, now + 2).await.expect("writes")
+    else {
+        panic!("redriven");
+    };
+    let again = redriven.delivery.expect("a delivery");
+    assert_eq!((again.id, again.attempts), (delivery.id, 0));
+    let due = a.due_deliveries(now + 3, HOUR, 16).await.expect("reads");
+    assert_eq!(due.len(), 1, "due again, on any replica");
+}
