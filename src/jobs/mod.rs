@@ -54,7 +54,7 @@ pub enum Redelivered {
     /// Its delivery has not failed (pending, delivered, or none): unchanged.
     NotFailed,
     /// Its delivery is pending again, due now, under the same `webhook-id`.
-    Now(Job),
+    Now(Box<Job>),
 }
 
 /// What a cancel led to.

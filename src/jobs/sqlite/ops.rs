@@ -383,7 +383,7 @@ impl JobStore for SqliteJobs {
             };
             delivery.redrive(now);
             rows::write(tx, &job)?;
-            Ok(Redelivered::Now(job))
+            Ok(Redelivered::Now(Box::new(job)))
         })
     }
 
