@@ -56,10 +56,8 @@ impl RedisJobs {
                 // Changed meanwhile (redriven, or expired): as it is now.
                 return Ok(Redelivered::NotFailed);
             };
-            Ok(self
-                .read(id, flat)
-                .await?
-                .map_or(Redelivered::Unknown, Redelivered::Now))
+            let job = self.read(id, flat).await?;
+            Ok(job.map_or(Redelivered::Unknown, |job| Redelivered::Now(Box::new(job))))
         })
     }
 }
