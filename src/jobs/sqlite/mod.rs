@@ -5,6 +5,7 @@
 //! The file is locked for the process's lifetime, so what it says is `running`
 //! when it is opened was cut by the last process's end, and a run needs no lease.
 
+mod changes;
 mod lookups;
 mod ops;
 mod quarantine;
@@ -68,7 +69,7 @@ impl SqliteJobs {
                 metrics,
                 stale: false,
             };
-            tally.recovered = ops::recover(connection, webhooks, max_runs, &mut tally)?;
+            tally.recovered = changes::recover(connection, webhooks, max_runs, &mut tally)?;
             tally.unfinished = lookups::unfinished(connection)?;
             Ok(tally)
         })?;
