@@ -77,6 +77,20 @@ impl RedisJobs {
         self.redis.key(&format!("jobs:key:{key}"))
     }
 
+    /// A script that may end job `id` gets its key and every set the job can be
+    /// in or leave, in this order.
+    fn ending<'i, 's>(
+        &self,
+        invocation: &'i mut redis::ScriptInvocation<'s>,
+        id: &str,
+    ) -> &'i mut redis::ScriptInvocation<'s> {
+        invocation.key(self.job_key(id));
+        for set in ["queued", "running", "waiting", "deliveries", "clients"] {
+            invocation.key(self.set(set));
+        }
+        invocation
+    }
+
     fn set(&self, name: &str) -> String {
         self.redis.key(&format!("jobs:{name}"))
     }

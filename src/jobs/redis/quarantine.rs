@@ -53,13 +53,7 @@ impl RedisJobs {
         let now = unix_millis();
         let error = ApiError::JobUnreadable.body("")["error"].to_string();
         let mut invocation = self.scripts.quarantine.prepare_invoke();
-        invocation
-            .key(self.job_key(id))
-            .key(self.set("queued"))
-            .key(self.set("running"))
-            .key(self.set("waiting"))
-            .key(self.set("deliveries"))
-            .key(self.set("clients"))
+        self.ending(&mut invocation, id)
             .arg(id)
             .arg(now)
             .arg(error)

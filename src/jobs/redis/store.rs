@@ -104,13 +104,7 @@ impl JobStore for RedisJobs {
     ) -> BoxFuture<'a, Result<Canceled, StoreDown>> {
         Box::pin(async move {
             let mut invocation = self.scripts.cancel.prepare_invoke();
-            invocation
-                .key(self.job_key(id))
-                .key(self.set("queued"))
-                .key(self.set("running"))
-                .key(self.set("waiting"))
-                .key(self.set("deliveries"))
-                .key(self.set("clients"))
+            self.ending(&mut invocation, id)
                 .arg(id)
                 .arg(client)
                 .arg(now)
