@@ -145,6 +145,10 @@ pub enum ApiError {
     /// the queue.
     #[error("the job's stored record could not be read; submit it again")]
     JobUnreadable,
+    /// The job was accepted, but the fleet's Redis lost its data since (it has
+    /// no append-only file): submit it again.
+    #[error("the job was lost: the fleet's Redis lost its data; submit it again")]
+    JobLost,
     /// A redelivery was asked of a job whose webhook delivery has not failed.
     #[error("the job's webhook delivery has not failed (or there is none)")]
     DeliveryNotFailed,
@@ -180,6 +184,7 @@ impl ApiError {
             ApiError::JobInterrupted => "job_interrupted",
             ApiError::JobUnreadable => "job_unreadable",
             ApiError::DeliveryNotFailed => "delivery_not_failed",
+            ApiError::JobLost => "job_lost",
         }
     }
 
@@ -206,6 +211,7 @@ impl ApiError {
             ApiError::JobInterrupted => StatusCode::BAD_GATEWAY,
             ApiError::JobUnreadable => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::DeliveryNotFailed => StatusCode::CONFLICT,
+            ApiError::JobLost => StatusCode::GONE,
             ApiError::UpstreamTimeout | ApiError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized | ApiError::NoClientKey => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -245,7 +251,8 @@ impl ApiError {
             | ApiError::JobFinished
             | ApiError::JobInterrupted
             | ApiError::JobUnreadable
-            | ApiError::DeliveryNotFailed => false,
+            | ApiError::DeliveryNotFailed
+            | ApiError::JobLost => false,
         }
     }
 

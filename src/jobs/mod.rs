@@ -8,6 +8,7 @@
 //! one writer thread committing many calls at once) and `redis` (a fleet's, runs
 //! held by a lease).
 
+pub mod ids;
 pub mod outcome;
 pub mod record;
 pub mod redis;
@@ -110,6 +111,13 @@ pub trait JobStore: Send + Sync {
     /// while it is kept.
     fn keyed<'a>(&'a self, key: &'a str)
     -> BoxFuture<'a, Result<Option<(u64, String)>, StoreDown>>;
+
+    /// Whether job `id`, not found, was made by this store before it lost its
+    /// data (a fleet's Redis without persistence, restarted): `410 job_lost`.
+    fn lost<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreDown>> {
+        let _ = id;
+        Box::pin(std::future::ready(Ok(false)))
+    }
 
     /// The job, if it exists, belongs to `client`, and has not expired.
     fn get<'a>(

@@ -146,7 +146,7 @@ impl Delivery {
     pub fn pending(now: u64) -> Delivery {
         Delivery {
             v: VERSION,
-            id: format!("msg_{}", base62_id()),
+            id: format!("msg_{}", &super::ids::fresh()["job_".len()..]),
             status: DeliveryStatus::Pending,
             attempts: 0,
             next_at: now,
@@ -201,7 +201,7 @@ impl Job {
     /// A new queued job for `request`, created at `now`.
     pub fn queued(request: JobRequest, client: &str, now: u64) -> Job {
         Job {
-            id: format!("job_{}", base62_id()),
+            id: super::ids::fresh(),
             client: client.to_owned(),
             status: JobStatus::Queued,
             runs: 0,
@@ -245,24 +245,8 @@ impl Job {
     }
 }
 
-/// 22 characters of `[A-Za-z0-9]` from a random (version 4) UUID: 122 random bits,
-/// so knowing one id tells nothing about another.
-fn base62_id() -> String {
-    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut value = uuid::Uuid::new_v4().as_u128();
-    let mut id = [b'0'; 22];
-    for digit in id.iter_mut().rev() {
-        *digit = DIGITS[(value % 62) as usize];
-        value /= 62;
-    }
-    String::from_utf8_lossy(&id).into_owned()
-}
-
 /// Whether `id` has the shape of a job id (anything else is not looked up).
-pub fn plausible_id(id: &str) -> bool {
-    id.strip_prefix("job_")
-        .is_some_and(|rest| rest.len() == 22 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
-}
+pub use super::ids::plausible_id;
 
 #[cfg(test)]
 mod tests {

@@ -106,7 +106,7 @@ pub async fn cancel(
         .await
         .map_err(|_| ApiError::StoreUnavailable)?;
     match canceled {
-        Canceled::Unknown => Err(ApiError::JobNotFound),
+        Canceled::Unknown => Err(not_found(&app, &id).await),
         Canceled::Finished(_) => Err(ApiError::JobFinished),
         Canceled::Now(moved) => {
             app.jobs.canceled(&moved);
@@ -115,15 +115,23 @@ pub async fn cancel(
     }
 }
 
-/// The job `id`, or `404 job_not_found`.
+/// The job `id`, or `404 job_not_found` (`410 job_lost` for one its store lost).
 async fn find(app: &AppState, id: &str, client: &str) -> Result<Job, ApiError> {
     if !record::plausible_id(id) {
         return Err(ApiError::JobNotFound);
     }
-    app.jobs
-        .store()
-        .get(id, client)
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?
-        .ok_or(ApiError::JobNotFound)
+    let store = app.jobs.store();
+    match store.get(id, client).await {
+        Ok(Some(job)) => Ok(job),
+        Ok(None) => Err(not_found(app, id).await),
+        Err(_) => Err(ApiError::StoreUnavailable),
+    }
+}
+
+/// Why job `id` is not there: lost with its store's data, or not found.
+async fn not_found(app: &AppState, id: &str) -> ApiError {
+    match app.jobs.store().lost(id).await {
+        Ok(true) => ApiError::JobLost,
+        _ => ApiError::JobNotFound,
+    }
 }

@@ -32,6 +32,7 @@ mod quarantine;
 mod redeliver;
 mod scripts;
 mod store;
+mod submit;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct RedisJobs {
     /// Jobs ended because their hash could not be read, for the next sweep
     /// to report.
     quarantined: std::sync::Mutex<Vec<Moved>>,
+    /// The fleet's epoch as last seen (its job ids carry it: `ids`).
+    epoch: std::sync::Mutex<Option<String>>,
 }
 
 impl RedisJobs {
@@ -65,6 +68,7 @@ impl RedisJobs {
             webhooks,
             ttl,
             quarantined: std::sync::Mutex::default(),
+            epoch: std::sync::Mutex::default(),
         }
     }
 

@@ -51,26 +51,33 @@ end
     };
 }
 
-/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[9]` on) as
-/// queued, unless `ARGV[1]` jobs are unfinished across the fleet (0), or
-/// `ARGV[4]` (if given) of its client `ARGV[5]`'s (2): 1 if written. With a
-/// submit key (`ARGV[6]`, its value `ARGV[7]`, kept `ARGV[8]` ms), the key is
-/// written with it.
+/// Writes job `ARGV[2]` (created at `ARGV[3]`; its fields from `ARGV[11]` on)
+/// as queued, unless `ARGV[1]` jobs are unfinished across the fleet (0), or
+/// `ARGV[4]` (if given) of its client `ARGV[5]`'s (2), or its id was made in
+/// another epoch than the fleet's (`KEYS[6]`, set to `ARGV[10]` if there is none)
+/// (3): {1 if written, the fleet's epoch}. With a submit key (`ARGV[6]`, its value
+/// `ARGV[7]`, kept `ARGV[8]` ms), the key is written with it.
 const SUBMIT: &str = r#"
+local epoch = redis.call('GET', KEYS[6])
+if not epoch then
+  redis.call('SET', KEYS[6], ARGV[10])
+  epoch = ARGV[10]
+end
+if epoch ~= ARGV[9] then return {3, epoch} end
 local unfinished = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
   + redis.call('ZCARD', KEYS[4])
-if unfinished >= tonumber(ARGV[1]) then return 0 end
+if unfinished >= tonumber(ARGV[1]) then return {0, epoch} end
 if ARGV[4] ~= '' and tonumber(redis.call('HGET', KEYS[5], ARGV[5]) or '0') >= tonumber(ARGV[4]) then
-  return 2
+  return {2, epoch}
 end
 if ARGV[6] ~= '' then
   redis.call('SET', ARGV[6], ARGV[7], 'PX', math.max(1, tonumber(ARGV[8])))
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 9))
+redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 redis.call('HINCRBY', KEYS[5], ARGV[5], 1)
-return 1
+return {1, epoch}
 "#;
 
 /// Cancels job `ARGV[1]` of client `ARGV[2]` at `ARGV[3]`: {outcome, the status

@@ -20,41 +20,11 @@ impl JobStore for RedisJobs {
         max_queued: u64,
         client_max: Option<u32>,
     ) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
-        Box::pin(async move {
-            let fields = fields::encode(&job)?;
-            let mut invocation = self.scripts.submit.prepare_invoke();
-            invocation
-                .key(self.job_key(&job.id))
-                .key(self.set("queued"))
-                .key(self.set("running"))
-                .key(self.set("waiting"))
-                .key(self.set("clients"))
-                .arg(max_queued)
-                .arg(&job.id)
-                .arg(job.created_at)
-                .arg(client_max.map_or(String::new(), |n| n.to_string()))
-                .arg(&job.client);
-            match &job.key {
-                Some(key) => invocation
-                    .arg(self.submit_key(&key.key))
-                    .arg(format!("{} {}", key.fingerprint, job.id))
-                    .arg(key.until.saturating_sub(unix_millis())),
-                None => invocation.arg("").arg("").arg(0),
-            };
-            for (name, value) in &fields {
-                invocation.arg(*name).arg(value);
-            }
-            let written: i64 = self
-                .call("jobs_submit", |mut c| async move {
-                    invocation.invoke_async(&mut c).await
-                })
-                .await?;
-            Ok(match written {
-                1 => Submitted::Accepted(job),
-                2 => Submitted::ClientFull,
-                _ => Submitted::Full,
-            })
-        })
+        Box::pin(self.write_new(job, max_queued, client_max))
+    }
+
+    fn lost<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreDown>> {
+        Box::pin(self.made_before_a_loss(id))
     }
 
     fn keyed<'a>(
