@@ -197,6 +197,9 @@ pub trait JobStore: Send + Sync {
         now: u64,
     ) -> BoxFuture<'a, Result<Redelivered, StoreDown>>;
 
+    /// The newest jobs (at most `most`) whose webhook delivery failed.
+    fn failed_deliveries(&self, most: usize) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>>;
+
     /// Records a delivery attempt's result.
     fn delivered<'a>(
         &'a self,

@@ -261,8 +261,9 @@ return jobs
 "#;
 
 /// Writes job `ARGV[1]`'s delivery `ARGV[2]`: still pending (`ARGV[3]` = '1'), it
-/// is due at `ARGV[4]`; made or given up, it leaves the set and the job expires
-/// `ARGV[5]` ms after it finished (`ARGV[6]` is now).
+/// is due at `ARGV[4]`; made or given up (`f`: failed, listed in `KEYS[3]` until
+/// the job expires), it leaves the set and the job expires `ARGV[5]` ms after it
+/// finished (`ARGV[6]` is now).
 const DELIVERED: &str = concat!(
     ended!(),
     r#"
@@ -277,6 +278,10 @@ if ARGV[3] == '1' then
   return 1
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
+if ARGV[3] == 'f' then
+  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', tonumber(ARGV[6]) - tonumber(ARGV[5]))
+end
 if finished(job[1]) then
   local left = tonumber(job[2]) + tonumber(ARGV[5]) - tonumber(ARGV[6])
   if left > 0 then
@@ -323,6 +328,7 @@ return {status, redis.call('HGETALL', KEYS[1])}
 /// key lives on until the delivery is made again.
 const REDELIVER: &str = r#"
 if redis.call('HGET', KEYS[1], 'delivery') ~= ARGV[2] then return false end
+redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[1], 'delivery', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 redis.call('PERSIST', KEYS[1])

@@ -270,6 +270,10 @@ impl JobStore for RedisJobs {
         })
     }
 
+    fn failed_deliveries(&self, most: usize) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
+        Box::pin(self.failed_listed(most))
+    }
+
     fn redeliver<'a>(
         &'a self,
         id: &'a str,
@@ -286,14 +290,18 @@ impl JobStore for RedisJobs {
         Box::pin(async move {
             let text = serde_json::to_string(&delivery)
                 .map_err(|e| StoreDown(format!("cannot encode a delivery: {e}")))?;
-            let pending = delivery.status == DeliveryStatus::Pending;
             let mut invocation = self.scripts.delivered.prepare_invoke();
             invocation
                 .key(self.job_key(id))
                 .key(self.set("deliveries"))
+                .key(self.set("failed"))
                 .arg(id)
                 .arg(text)
-                .arg(if pending { "1" } else { "0" })
+                .arg(match delivery.status {
+                    DeliveryStatus::Pending => "1",
+                    DeliveryStatus::Failed => "f",
+                    DeliveryStatus::Delivered => "0",
+                })
                 .arg(delivery.next_at)
                 .arg(self.ttl_ms())
                 .arg(unix_millis());

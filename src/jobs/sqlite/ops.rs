@@ -303,6 +303,17 @@ impl JobStore for SqliteJobs {
         })
     }
 
+    fn failed_deliveries(&self, most: usize) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
+        let webhooks = self.webhooks;
+        self.read(move |tx, tally| {
+            let clause = format!(
+                "delivery IS NOT NULL AND json_extract(delivery, '$.status') = 'failed' \
+                 AND ?1 = ?1 ORDER BY updated_at DESC LIMIT {most}"
+            );
+            select(tx, &clause, 0, webhooks, tally)
+        })
+    }
+
     fn redeliver<'a>(
         &'a self,
         id: &'a str,

@@ -23,6 +23,7 @@ pub async fn status(_: Admin, State(app): State<AppState>) -> Json<Value> {
         "upstreams": upstreams(&app),
         "jobs": jobs(&app).await,
         "cache": cache(&app).await,
+        "webhooks": webhooks(&app).await,
         "kept_attempts": KEPT,
     }))
 }
@@ -75,6 +76,32 @@ async fn jobs(app: &AppState) -> Value {
             "retry_wait": counts.retry_wait,
             "oldest_queued_age_ms": counts.oldest_queued.map(|at| unix_millis().saturating_sub(at)),
         }),
+        Err(_) => json!({"error": "store_unavailable"}),
+    }
+}
+
+/// The most failed deliveries the panel lists (the newest first).
+const FAILED_LISTED: usize = 20;
+
+/// The newest failed webhook deliveries, each redriven with its job's
+/// `POST /admin/jobs/{id}/redeliver`.
+async fn webhooks(app: &AppState) -> Value {
+    match app.jobs.store().failed_deliveries(FAILED_LISTED).await {
+        Ok(jobs) => {
+            let failed: Vec<Value> = jobs
+                .iter()
+                .filter_map(|job| {
+                    let delivery = job.delivery.as_ref()?;
+                    Some(json!({
+                        "job_id": job.id,
+                        "task": job.request.task,
+                        "webhook_id": delivery.id,
+                        "attempts": delivery.attempts,
+                    }))
+                })
+                .collect();
+            json!({ "failed": failed })
+        }
         Err(_) => json!({"error": "store_unavailable"}),
     }
 }

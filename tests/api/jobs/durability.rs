@@ -265,11 +265,11 @@ async fn no_run_starts_after_sigterm_while_a_stream_still_drains() {
 #[tokio::test]
 async fn a_keyed_submit_survives_a_sigkill_and_its_resubmit_finds_the_same_job() {
     let upstream = MockUpstream::start().await;
-    upstream.fallback(ideas());
+    // Every attempt of the first process stalls: the one run it starts holds its
+    // only slot, and the keyed job stays queued in the file until the kill.
+    upstream.fallback(sse(vec![Step::Stall]));
     let db = temp_dir("jobs-keyed-kill").join("state.db");
-    // No run starts before the kill: the job stays queued in the file.
     let none = [("LADLE_JOB_CONCURRENCY", "1"), ("LADLE_JOB_MAX_RUNS", "1")];
-    upstream.push([sse(vec![Step::Stall])]);
     let mut first = serve_on(&db, &upstream, &none).await;
     let keyed = |gateway: &LadleProcess, marker: &str| {
         gateway
@@ -282,6 +282,7 @@ async fn a_keyed_submit_survives_a_sigkill_and_its_resubmit_finds_the_same_job()
     assert_eq!(submitted.status(), 202);
     let id = job_id(submitted).await;
     first.kill();
+    upstream.fallback(ideas());
 
     let second = serve_on(&db, &upstream, &none).await;
     let again = keyed(&second, "榴莲").await.expect("answers");

@@ -140,6 +140,17 @@ async fn an_operator_redrives_a_failed_delivery_under_the_same_webhook_id() {
         .await
     };
     assert_eq!(webhook("failed").await["webhook"]["attempts"], 2);
+    // The Status tab lists it, with what redrives it.
+    let listed = async || {
+        let status = gateway
+            .admin(reqwest::Method::GET, "/admin/status")
+            .send()
+            .await;
+        json_of(status.expect("the gateway answers")).await["webhooks"]["failed"].clone()
+    };
+    let failed = listed().await;
+    assert_eq!(failed[0]["job_id"], id.as_str(), "{failed}");
+    assert_eq!(failed[0]["attempts"], 2, "{failed}");
     let path = format!("/admin/jobs/{id}/redeliver");
     let redrive = async || {
         let sent = gateway.admin(reqwest::Method::POST, &path).send().await;
@@ -153,6 +164,7 @@ async fn an_operator_redrives_a_failed_delivery_under_the_same_webhook_id() {
         serde_json::json!({"status": "pending", "attempts": 0})
     );
     assert_eq!(webhook("delivered").await["webhook"]["attempts"], 1);
+    assert_eq!(listed().await, serde_json::json!([]), "no longer failed");
     let ids: std::collections::HashSet<String> = receiver
         .received()
         .iter()

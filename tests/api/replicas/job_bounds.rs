@@ -292,6 +292,9 @@ async fn a_failed_delivery_redriven_on_one_replica_is_due_again_for_every_replic
     a.delivered(&job.id, delivery.clone())
         .await
         .expect("writes");
+    let failed = b.failed_deliveries(20).await.expect("reads");
+    let listed: Vec<&str> = failed.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(listed, [job.id.as_str()]);
 
     let ladle::jobs::Redelivered::Now(redriven) =
         b.redeliver(&job.id, now + 2).await.expect("writes")
@@ -302,4 +305,6 @@ async fn a_failed_delivery_redriven_on_one_replica_is_due_again_for_every_replic
     assert_eq!((again.id, again.attempts), (delivery.id, 0));
     let due = a.due_deliveries(now + 3, HOUR, 16).await.expect("reads");
     assert_eq!(due.len(), 1, "due again, on any replica");
+    let failed = b.failed_deliveries(20).await.expect("reads");
+    assert!(failed.is_empty(), "no longer listed");
 }
