@@ -104,6 +104,18 @@ impl StateFile {
         })
     }
 
+    /// The free space of the file's folder for an unprivileged writer (`None` in
+    /// memory or when it cannot be read): what the file and its log may grow into.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let path = self.path.as_ref()?;
+        let folder = path
+            .parent()
+            .filter(|folder| !folder.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let stat = rustix::fs::statvfs(folder).ok()?;
+        Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+    }
+
     /// Why the file cannot take writes (a full disk, an I/O error), from the
     /// last write that failed until one succeeds.
     pub fn failing(&self) -> Option<String> {

@@ -84,6 +84,8 @@ pub struct Counts {
     /// The state file's size on disk, with its log (`None` with Redis, or in
     /// memory).
     pub state_bytes: Option<u64>,
+    /// The free space of the state file's folder (`None` likewise).
+    pub state_free_bytes: Option<u64>,
 }
 
 /// A status change, for its log line and metrics.

@@ -235,6 +235,7 @@ impl JobStore for RedisJobs {
                 retry_wait,
                 oldest_queued: oldest.first().map(|(_, at)| at.max(0.0) as u64),
                 state_bytes: None,
+                state_free_bytes: None,
             })
         })
     }

@@ -44,5 +44,8 @@ pub(super) async fn account(shared: &Shared) -> bool {
     if let Some(bytes) = counts.state_bytes {
         metrics.state_file_bytes(bytes);
     }
+    if let Some(free) = counts.state_free_bytes {
+        metrics.state_free_bytes(free);
+    }
     counts.queued + counts.running + counts.retry_wait == 0
 }

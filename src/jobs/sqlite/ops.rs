@@ -278,6 +278,7 @@ impl JobStore for SqliteJobs {
         Box::pin(async move {
             let mut counts = counted.await?;
             counts.state_bytes = file.disk_bytes();
+            counts.state_free_bytes = file.free_bytes();
             Ok(counts)
         })
     }

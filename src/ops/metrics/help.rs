@@ -121,6 +121,11 @@ pub fn describe(recorder: &PrometheusRecorder) {
         "The state file's size on disk with its write-ahead log (LADLE_STATE_DB).".into(),
     );
     recorder.describe_gauge(
+        KeyName::from("ladle_state_free_bytes"),
+        Some(Unit::Bytes),
+        "Free space of the state file's folder for ladle (a full disk refuses submits).".into(),
+    );
+    recorder.describe_gauge(
         KeyName::from("ladle_redis_up"),
         None,
         "1 while the fleet's Redis answers, 0 while it does not.".into(),

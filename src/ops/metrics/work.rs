@@ -34,6 +34,13 @@ impl Metrics {
         gauge.set(if persistent { 1.0 } else { 0.0 });
     }
 
+    /// Sets `ladle_state_free_bytes`.
+    pub fn state_free_bytes(&self, bytes: u64) {
+        let key = Key::from_name("ladle_state_free_bytes");
+        let gauge = self.inner.recorder.register_gauge(&key, &METADATA);
+        gauge.set(bytes as f64);
+    }
+
     /// Sets `ladle_state_file_bytes`.
     pub fn state_file_bytes(&self, bytes: u64) {
         let key = Key::from_name("ladle_state_file_bytes");

@@ -74,6 +74,16 @@ async fn a_full_disk_refuses_writes_only_and_recovers_by_itself() {
     );
     let read = gateway.get(&format!("/v1/jobs/{kept}")).await;
     assert_eq!(read.status(), 200, "a read does not need the disk's space");
+    // The gauge is counted once a second: the filled disk shows at its next count.
+    eventually(
+        Duration::from_secs(5),
+        "the free space reported low",
+        async || {
+            let free = gateway.metric("ladle_state_free_bytes").await;
+            (free < 1_048_576.0).then_some(())
+        },
+    )
+    .await;
 
     std::fs::remove_file(&filler).expect("space is freed");
     eventually(

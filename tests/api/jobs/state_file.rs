@@ -71,6 +71,8 @@ async fn a_submit_and_cancel_loop_with_large_variables_stays_under_the_bound() {
     })
     .await;
     assert!(gauge < (12 << 20) as f64, "{gauge}");
+    let free = gateway.metric("ladle_state_free_bytes").await;
+    assert!(free > 0.0, "the folder's free space is reported: {free}");
 }
 
 #[tokio::test]
