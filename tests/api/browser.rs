@@ -181,6 +181,9 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
     let png = browser.screenshot().await;
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
     let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/admin-editor.png");
+    if let Some(folder) = shot.parent() {
+        let _ = std::fs::create_dir_all(folder);
+    }
     std::fs::write(&shot, &png).expect("write the screenshot");
     browser.quit().await;
 }
@@ -280,6 +283,9 @@ async fn an_operator_sees_an_open_breaker_and_the_last_attempts_on_the_status_ta
 
     let png = browser.screenshot().await;
     let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/admin-status.png");
+    if let Some(folder) = shot.parent() {
+        let _ = std::fs::create_dir_all(folder);
+    }
     std::fs::write(&shot, &png).expect("write the screenshot");
     browser.quit().await;
 }
