@@ -89,53 +89,56 @@ pub fn describe(recorder: &PrometheusRecorder) {
         Some(Unit::Seconds),
         "A completion's wait for its in-flight slot (LADLE_MAX_INFLIGHT) and its task's.".into(),
     );
-    recorder.describe_gauge(
-        KeyName::from("ladle_job_queue_age_seconds"),
-        None,
-        "Age of the oldest queued job, 0 with none queued (fleet-wide with Redis).".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_inflight_requests"),
-        None,
-        "Completion requests (chat and tasks) queued, waiting or streaming.".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_inflight"),
-        None,
-        "Slots in use of each bulkhead: a client key's, a task's or an upstream's max_inflight."
-            .into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_jobs"),
-        None,
-        "Unfinished jobs by status (fleet-wide with Redis).".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_job_waiters"),
-        None,
-        "Job reads waiting (?wait_ms) for their job to finish (LADLE_MAX_WAITERS).".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_state_file_bytes"),
-        Some(Unit::Bytes),
-        "The state file's size on disk with its write-ahead log (LADLE_STATE_DB).".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_state_free_bytes"),
-        Some(Unit::Bytes),
-        "Free space of the state file's folder for ladle (a full disk refuses submits).".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_redis_up"),
-        None,
-        "1 while the fleet's Redis answers, 0 while it does not.".into(),
-    );
-    recorder.describe_gauge(
-        KeyName::from("ladle_redis_persistent"),
-        None,
-        "1 when the fleet's Redis has its append-only file on (jobs survive its restart), else 0."
-            .into(),
-    );
+    let gauges = [
+        (
+            "ladle_job_queue_age_seconds",
+            None,
+            "Age of the oldest queued job, 0 with none queued (fleet-wide with Redis).",
+        ),
+        (
+            "ladle_inflight_requests",
+            None,
+            "Completion requests (chat and tasks) queued, waiting or streaming.",
+        ),
+        (
+            "ladle_inflight",
+            None,
+            "Slots in use of each bulkhead: a client key's, a task's or an upstream's max_inflight.",
+        ),
+        (
+            "ladle_jobs",
+            None,
+            "Unfinished jobs by status (fleet-wide with Redis).",
+        ),
+        (
+            "ladle_job_waiters",
+            None,
+            "Job reads waiting (?wait_ms) for their job to finish (LADLE_MAX_WAITERS).",
+        ),
+        (
+            "ladle_state_file_bytes",
+            Some(Unit::Bytes),
+            "The state file's size on disk with its write-ahead log (LADLE_STATE_DB).",
+        ),
+        (
+            "ladle_state_free_bytes",
+            Some(Unit::Bytes),
+            "Free space of the state file's folder for ladle (a full disk refuses submits).",
+        ),
+        (
+            "ladle_redis_up",
+            None,
+            "1 while the fleet's Redis answers, 0 while it does not.",
+        ),
+        (
+            "ladle_redis_persistent",
+            None,
+            "1 when the fleet's Redis has its append-only file on (jobs survive its restart), else 0.",
+        ),
+    ];
+    for (name, unit, help) in gauges {
+        recorder.describe_gauge(KeyName::from(name), unit, help.into());
+    }
 }
 
 /// Counters registered at start, with every value their one label can take.

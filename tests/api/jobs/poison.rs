@@ -17,11 +17,6 @@ use crate::support::process::LadleProcess;
 use crate::support::receiver::Receiver;
 use crate::support::*;
 
-/// JSON text of `levels` nested arrays around a string.
-fn nested(levels: usize) -> String {
-    format!("{}\"深\"{}", "[".repeat(levels), "]".repeat(levels))
-}
-
 /// `ladle serve` on the state file `db`, delivering webhooks to `receiver`.
 async fn serve_on(db: &Path, upstream: &MockUpstream, receiver: &Receiver) -> LadleProcess {
     let db = db.to_str().expect("a UTF-8 path");
@@ -56,7 +51,7 @@ async fn a_variable_nested_past_the_limit_is_refused_and_nothing_is_written() {
     let gateway = LadleProcess::start(&upstream.url, &[("LADLE_STATE_DB", ":memory:")]).await;
     for levels in [65, 126] {
         let mut body = fridge("x");
-        body["extra"] = serde_json::from_str(&nested(levels)).expect("valid JSON");
+        body["extra"] = serde_json::from_str(&nested_json(levels)).expect("valid JSON");
         for path in ["/v1/tasks/fridge?async=true", "/v1/tasks/fridge"] {
             let refused = gateway.post(path, &body).await;
             assert_eq!(refused.status(), 400, "{levels} levels, {path}");
@@ -73,7 +68,7 @@ async fn a_variable_nested_past_the_limit_is_refused_and_nothing_is_written() {
     assert!(upstream.requests().is_empty(), "nothing ran");
 
     let mut body = fridge("y");
-    body["extra"] = serde_json::from_str(&nested(63)).expect("valid JSON");
+    body["extra"] = serde_json::from_str(&nested_json(63)).expect("valid JSON");
     let accepted = job_id(gateway.post("/v1/tasks/fridge?async=true", &body).await).await;
     let done = job_after(&gateway, &accepted, 5_000).await;
     assert_eq!(done["status"], "succeeded", "at the limit it runs: {done}");
@@ -89,7 +84,7 @@ async fn a_variable_nested_past_the_limit_is_refused_and_nothing_is_written() {
 #[tokio::test]
 async fn a_model_answer_nested_past_the_limit_fails_its_job_and_the_next_one_is_delivered() {
     let upstream = MockUpstream::start().await;
-    let deep = format!(r#"{{"ideas": {}}}"#, nested(126));
+    let deep = format!(r#"{{"ideas": {}}}"#, nested_json(126));
     upstream.fallback(sse_answer(&[&deep]));
     let receiver = Receiver::start(&[200]).await;
     let db = temp_dir("jobs-deep-answer").join("state.db");
@@ -135,10 +130,10 @@ async fn a_row_that_cannot_be_read_is_ended_and_the_queue_and_deliveries_go_on()
         let file = rusqlite::Connection::open(&db).expect("the state file opens");
         let request = format!(
             r#"{{"v":1,"task":"fridge","variables":{{"ingredients":["鸡蛋"],"x":{}}}}}"#,
-            nested(127)
+            nested_json(127)
         );
         let plain = r#"{"v":1,"task":"fridge","variables":{}}"#;
-        let result = format!(r#"{{"output":{}}}"#, nested(128));
+        let result = format!(r#"{{"output":{}}}"#, nested_json(128));
         let delivery = r#"{"v":1,"id":"msg_poison","status":"pending","attempts":0,"next_at":0}"#;
         file.execute(
             "INSERT INTO jobs (id, client, status, runs, created_at, updated_at, request) \

@@ -93,11 +93,6 @@ async fn a_keys_max_queued_holds_across_the_fleet_and_busy_clients_wait_their_tu
     ));
 }
 
-/// JSON text of `levels` nested arrays around a string.
-fn nested(levels: usize) -> String {
-    format!("{}\"深\"{}", "[".repeat(levels), "]".repeat(levels))
-}
-
 #[tokio::test]
 async fn a_hash_that_cannot_be_read_is_ended_and_claims_and_deliveries_go_on() {
     let redis = RedisServer::start().await;
@@ -108,7 +103,7 @@ async fn a_hash_that_cannot_be_read_is_ended_and_claims_and_deliveries_go_on() {
     let (queued, finished) = ("job_0000000000000000000001", "job_0000000000000000000002");
     let deep_request = format!(
         r#"{{"v":1,"task":"recipe","variables":{{"x":{}}}}}"#,
-        nested(127)
+        nested_json(127)
     );
     let plain = r#"{"v":1,"task":"recipe","variables":{}}"#;
     let delivery = r#"{"v":1,"id":"msg_p","status":"pending","attempts":0,"next_at":0}"#;
@@ -146,7 +141,7 @@ async fn a_hash_that_cannot_be_read_is_ended_and_claims_and_deliveries_go_on() {
                 "request",
                 plain,
                 "result",
-                &nested(128),
+                &nested_json(128),
                 "delivery",
                 delivery,
             ][..],

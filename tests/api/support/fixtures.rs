@@ -77,3 +77,9 @@ pub fn not_a_certificate() -> PathBuf {
     std::fs::write(&path, "just text\n").expect("write");
     path
 }
+
+/// JSON text of `levels` nested arrays around a string (deeper than ladle keeps
+/// past 64).
+pub fn nested_json(levels: usize) -> String {
+    format!("{}\"深\"{}", "[".repeat(levels), "]".repeat(levels))
+}
