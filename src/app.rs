@@ -49,7 +49,9 @@ fn router(state: AppState) -> Router {
         .route(
             "/v1/jobs/{id}",
             get(routes::jobs::read).delete(routes::jobs::cancel),
-        );
+        )
+        .route("/v1/models", get(routes::models::list))
+        .route("/v1/models/{*id}", get(routes::models::read));
     // Only with client keys: without, `/v1/*` has no layer to pass.
     if let Some(clients) = state.clients.clone() {
         v1 = v1.route_layer(axum::middleware::from_fn_with_state(clients, gate));

@@ -165,6 +165,12 @@ fn serve(config: Config) -> Result<(), String> {
                 .into(),
         );
     }
+    if !config.prompts_dir.exists() {
+        tracing::warn!(
+            folder = %config.prompts_dir.display(),
+            "the prompts folder does not exist: no task is served until it does (LADLE_PROMPTS_DIR)"
+        );
+    }
     let workers = config.worker_threads();
     let address = config.listen;
     // The upstream client first: a bad proxy or CA file stops start-up before
@@ -181,6 +187,20 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     config.model.get_or_insert_with(|| "ladle-demo".to_owned());
+    // Started outside the repository: the prompts it prints lines for come with it.
+    let mut built_in = None;
+    if !config.prompts_dir.exists() {
+        let folder = demo::built_in_prompts()
+            .map_err(|e| format!("cannot write the built-in prompts: {e}"))?;
+        let _ = writeln!(
+            std::io::stdout(),
+            "No prompts folder at {}: serving the prompts built into ladle (recipe, fridge) from {}.",
+            config.prompts_dir.display(),
+            folder.display()
+        );
+        config.prompts_dir = folder.clone();
+        built_in = Some(folder);
+    }
     // The demo's jobs (and kept answers) live in memory unless a file is asked for.
     if std::env::var_os("LADLE_STATE_DB").is_none() {
         config.jobs.state_db = ":memory:".into();
@@ -197,9 +217,11 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{}", demo_instructions(address));
-    server::serve(listener, state, shutdown)
-        .await
-        .map_err(|e| e.to_string())
+    let served = server::serve(listener, state, shutdown).await;
+    if let Some(folder) = built_in {
+        let _ = std::fs::remove_dir_all(folder);
+    }
+    served.map_err(|e| e.to_string())
 }
 
 /// Binds the listening socket (non-blocking, ready for any runtime).

@@ -16,7 +16,7 @@ use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
 use crate::clients::{self, Clients};
 use crate::completion::recent::Recent;
-use crate::completion::{SharedUpstreams, UpstreamGuards};
+use crate::completion::{CompletionRoute, SharedUpstreams, UpstreamGuards};
 use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, StartError};
 use crate::fleet::Redis;
@@ -80,6 +80,8 @@ impl AppState {
     /// settings) with their clients built, and prompts from `LADLE_PROMPTS_DIR`.
     pub fn new(config: Config) -> Result<Self, StartError> {
         let metrics = Metrics::new();
+        // The completion routes' latency series show from the start.
+        metrics.time_routes(&[CompletionRoute::CHAT, CompletionRoute::TASK]);
         let background = Background::new();
         let redis = match &config.redis {
             Some(settings) => Some(Redis::new(settings, metrics.clone())?),

@@ -123,10 +123,10 @@ impl CacheUse {
         };
         if kept.encode().len() <= MAX_KEPT_BYTES {
             // A store that cannot keep it loses a later hit, never this answer.
-            let _ = self
-                .cache
-                .put(&self.key, &kept, self.policy.longest())
-                .await;
+            let put = self.cache.put(&self.key, &kept, self.policy.longest());
+            if let Err(down) = put.await {
+                tracing::error!(task = %self.key.task, error = %down, "an answer was not kept: the cache's write was lost");
+            }
         }
         finished
     }

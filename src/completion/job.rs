@@ -30,6 +30,9 @@ pub struct Job {
     pub gather: Gather,
     /// The model sent upstream, for the token counts.
     pub model: String,
+    /// The client key's name (`""` without keys; a job run's, its job's), for the
+    /// token counts.
+    pub client: String,
     /// The slots taken already (a job's run waits for them without a time
     /// limit, and its deadline starts once it has them).
     pub slot: Option<Slots>,

@@ -39,46 +39,57 @@ impl Completion {
         };
         let upstream = self.upstream().map(|u| u.name.as_str());
         let at = self.phases().map(Phases::millis).unwrap_or_default();
-        tracing::info!(
-            request_id = %self.job.request_id,
-            trace_id = %self.job.trace.id(),
-            route = self.job.route.path(),
-            task = self.job.route.task(),
-            upstream,
-            attempt = self.attempt,
-            elapsed_ms = self.elapsed_ms(),
-            outcome = outcome.name(),
-            decision,
-            wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
-            reason,
-            detail,
-            throttled = throttled.then_some(true),
-            connect_ms = at.connect_ms,
-            head_ms = at.head_ms,
-            first_event_ms = at.first_event_ms,
-            first_output_ms = at.first_output_ms,
-            reused = at.reused,
-            "attempt ended"
-        );
+        // One line, at the level its outcome calls for (a level is fixed per
+        // call site, so the fields are written once, here, for both).
+        macro_rules! attempt_line {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    request_id = %self.job.request_id,
+                    trace_id = %self.job.trace.id(),
+                    route = self.job.route.path(),
+                    task = self.job.route.task(),
+                    upstream,
+                    attempt = self.attempt,
+                    elapsed_ms = self.elapsed_ms(),
+                    outcome = outcome.name(),
+                    decision,
+                    wait_ms = retry_in.unwrap_or_default().as_millis() as u64,
+                    reason,
+                    detail,
+                    throttled = throttled.then_some(true),
+                    connect_ms = at.connect_ms,
+                    head_ms = at.head_ms,
+                    first_event_ms = at.first_event_ms,
+                    first_output_ms = at.first_output_ms,
+                    reused = at.reused,
+                    "attempt ended"
+                )
+            };
+        }
+        match outcome {
+            Outcome::Ok | Outcome::Cancelled => attempt_line!(tracing::Level::INFO),
+            _ => attempt_line!(tracing::Level::WARN),
+        }
     }
 
     /// One line per request: `outcome` is `ok`, the error code, or `cancelled`;
     /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
     pub(super) fn log_request(&self, outcome: &str) {
         tracing::info!(
-            request_id = %self.job.request_id,
-            trace_id = %self.job.trace.id(),
-            route = self.job.route.path(),
-            task = self.job.route.task(),
-            attempt = self.attempt,
-            elapsed_ms = self.elapsed_ms(),
-            deadline_ms = (self.job.deadline.at - self.job.deadline.started).as_millis() as u64,
-            outcome,
-            wait_ms = self.time_waited().as_millis() as u64,
-            queue_ms = self.queued.as_millis() as u64,
-            job_id = self.job.job_id.as_deref(),
-            "completion ended"
-        );
+        request_id = %self.job.request_id,
+                    trace_id = %self.job.trace.id(),
+                    route = self.job.route.path(),
+                    task = self.job.route.task(),
+                    attempt = self.attempt,
+                    elapsed_ms = self.elapsed_ms(),
+                    deadline_ms = (self.job.deadline.at - self.job.deadline.started).as_millis() as u64,
+                    outcome,
+                    wait_ms = self.time_waited().as_millis() as u64,
+                    queue_ms = self.queued.as_millis() as u64,
+                    job_id = self.job.job_id.as_deref(),
+                    "completion ended"
+                );
     }
 
     /// How far the current attempt got (none while it connects).

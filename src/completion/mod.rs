@@ -45,7 +45,7 @@ use crate::bulkhead::Slot;
 use crate::error::ApiError;
 use crate::failure::{AttemptFailure, Classified, FailureKind, Outcome};
 use crate::normalize;
-use crate::ops::metrics::InflightGuard;
+use crate::ops::metrics::{InflightGuard, Spent};
 use crate::upstream::Upstream;
 use crate::upstream::order::UpstreamOrder;
 
@@ -168,9 +168,14 @@ impl Completion {
         if let Some(usage) = &received.chunk.usage
             && let Some(upstream) = self.upstream()
         {
-            self.shared
-                .metrics
-                .tokens(&upstream.name, self.model_sent(), usage);
+            let task = self.job.route.task().unwrap_or_default();
+            let spent = Spent {
+                upstream: &upstream.name,
+                model: self.model_sent(),
+                task,
+                client: &self.job.client,
+            };
+            self.shared.metrics.tokens(&spent, usage);
         }
         if received.chunk.is_output() && !self.first_output_seen {
             self.first_output_seen = true;

@@ -139,6 +139,7 @@ async fn run(
         task_bulkhead: None,
         job_id: None,
         model: "m".into(),
+        client: String::new(),
         trace: TraceContext::start(),
     };
     let progress: Vec<Progress> = Completion::new(Arc::new(shared), job)

@@ -26,6 +26,24 @@ use tokio::net::TcpListener;
 
 use self::answers::{CannedAnswer, FRIDGE, RECIPES};
 
+/// The repository's prompts, built into the binary: the demo serves them when it
+/// is started where there is no prompts folder.
+const BUILT_IN_PROMPTS: [(&str, &str); 2] = [
+    ("recipe.toml", include_str!("../../prompts/recipe.toml")),
+    ("fridge.toml", include_str!("../../prompts/fridge.toml")),
+];
+
+/// Writes the built-in prompts into a fresh folder of the system's temporary
+/// directory (the editor may change them there, for this run only); its path.
+pub fn built_in_prompts() -> std::io::Result<std::path::PathBuf> {
+    let folder = std::env::temp_dir().join(format!("ladle-demo-prompts-{}", std::process::id()));
+    std::fs::create_dir_all(&folder)?;
+    for (file, text) in BUILT_IN_PROMPTS {
+        std::fs::write(folder.join(file), text)?;
+    }
+    Ok(folder)
+}
+
 /// How the simulated upstream paces and misbehaves.
 #[derive(Debug, Clone, Copy)]
 pub struct DemoOptions {

@@ -221,6 +221,22 @@ impl ApiError {
         }
     }
 
+    /// The status on `/v1/chat/completions`: an upstream's final `400`, `404`,
+    /// `413` or `422` is kept (what the caller sent does not fit the upstream, and
+    /// every OpenAI client's error classes key on the status); everything else is
+    /// `status`. Tasks and jobs keep `502`: their caller sent variables, not the
+    /// upstream's request.
+    pub fn status_on_chat(&self) -> StatusCode {
+        match self {
+            ApiError::UpstreamRejected(refusal)
+                if matches!(refusal.status, 400 | 404 | 413 | 422) =>
+            {
+                StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::BAD_GATEWAY)
+            }
+            _ => self.status(),
+        }
+    }
+
     /// Whether asking again later can help.
     pub fn retryable(&self) -> bool {
         match self {

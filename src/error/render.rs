@@ -8,6 +8,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use crate::completion::CompletionRoute;
 use crate::ops::request_id::RequestId;
 use crate::trace::TraceId;
 
@@ -60,15 +61,17 @@ impl IntoResponse for ApiError {
 }
 
 /// Writes the JSON body of an error response, with the request id: the one place
-/// error bodies are made (called for every response by `ops::observe`). An error of
-/// a completion route that made no upstream attempt (a bad body, a full queue)
-/// gets its `x-should-retry` here.
+/// error bodies are made (called for every response by `ops::observe`, with the
+/// matched route's pattern). An error of a completion route that made no upstream
+/// attempt (a bad body, a full queue) gets its `x-should-retry` here, and the chat
+/// route's status is set here (`ApiError::status_on_chat`).
 pub fn render_error(
     mut response: Response,
     request_id: &RequestId,
     trace_id: TraceId,
-    completion_route: bool,
+    route: Option<&str>,
 ) -> Response {
+    let completion_route = route.is_some_and(CompletionRoute::is_pattern);
     let Some(error) = response.extensions_mut().remove::<ApiError>().or_else(|| {
         // An extractor's own plain-text refusal (a malformed path or query that
         // no route maps itself) gets the contract's JSON body too.
@@ -96,6 +99,9 @@ pub fn render_error(
         "request failed"
     );
     let (mut parts, _) = response.into_parts();
+    if route == Some(CompletionRoute::CHAT) {
+        parts.status = error.status_on_chat();
+    }
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

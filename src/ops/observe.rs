@@ -31,7 +31,7 @@ use http_body::{Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Took};
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
@@ -52,6 +52,29 @@ pub struct CompletionNote {
     pub idempotency: Option<&'static str>,
     /// For a cached task: `hit`, `miss` or `stale`, once the answer is known.
     pub cache: Option<LateWord>,
+    /// The answer's usage, once it is known (a stream's comes at its end).
+    pub usage: LateUsage,
+}
+
+/// The prompt and completion tokens of a request's answer, when the upstream
+/// reported them: set when the answer is finished, read when its body ends.
+#[derive(Debug, Clone, Default)]
+pub struct LateUsage(Arc<OnceLock<(u64, u64)>>);
+
+impl LateUsage {
+    /// Records an answer's usage report, if it has both counts.
+    pub fn set(&self, usage: &serde_json::Value) {
+        let count = |field: &str| usage.get(field).and_then(serde_json::Value::as_u64);
+        if let (Some(prompt), Some(completion)) =
+            (count("prompt_tokens"), count("completion_tokens"))
+        {
+            let _ = self.0.set((prompt, completion));
+        }
+    }
+
+    fn tokens(&self) -> (Option<u64>, Option<u64>) {
+        self.0.get().copied().unzip()
+    }
 }
 
 /// When the request arrived.
@@ -205,12 +228,9 @@ where
             .arrived
             .take()
             .expect("an observed request is answered once");
-        let completion_route = seen
-            .route
-            .as_ref()
-            .is_some_and(|route| CompletionRoute::is_pattern(route.as_str()));
+        let route = seen.route.as_ref().map(MatchedPath::as_str);
         let mut response =
-            crate::error::render_error(response, &seen.request_id, seen.trace_id, completion_route);
+            crate::error::render_error(response, &seen.request_id, seen.trace_id, route);
         let note = response.extensions_mut().remove::<CompletionNote>();
         // A stream's connection is dropped if the stream outlives its deadline,
         // however slowly its client reads.
@@ -314,7 +334,11 @@ impl Drop for Record {
         let elapsed = seen.arrived.elapsed();
         let route = seen.route.as_ref().map_or("unmatched", MatchedPath::as_str);
         let client = self.client.as_deref();
-        seen.metrics.request(route, self.status, client, elapsed);
+        let took = Took {
+            elapsed,
+            timed: CompletionRoute::is_pattern(route),
+        };
+        seen.metrics.request(route, self.status, client, took);
         // An error's code, a stream's closing error event's; else whether the body
         // was sent whole.
         let late = self.stream_error.as_ref().and_then(LateWord::word);
@@ -323,21 +347,37 @@ impl Drop for Record {
             (None, true) => "ok",
             (None, false) => "aborted",
         };
-        tracing::info!(
-            request_id = %seen.request_id,
-            trace_id = %seen.trace_id,
-            route,
-            method = %seen.method,
-            status = self.status,
-            outcome,
-            elapsed_ms = elapsed.as_millis() as u64,
-            head_ms = self.head.as_millis() as u64,
-            deadline_ms = self.note.as_ref().and_then(|n| n.deadline_ms),
-            idempotency_key = self.note.as_ref().and_then(|n| n.idempotency_key.as_deref()),
-            idempotency = self.note.as_ref().and_then(|n| n.idempotency),
-            client,
-            cache = self.note.as_ref().and_then(|n| n.cache.as_ref()?.word()),
-            "request answered"
-        );
+        let note = self.note.as_ref();
+        let (prompt_tokens, completion_tokens) = note.map(|n| n.usage.tokens()).unwrap_or_default();
+        // A failure of ladle's or an upstream's (a 5xx, or a stream's closing
+        // error event) is a warning; a caller's mistake (a 4xx) is not.
+        let failed = self.status >= 500 || late.is_some();
+        macro_rules! request_line {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    request_id = %seen.request_id,
+                    trace_id = %seen.trace_id,
+                    route,
+                    method = %seen.method,
+                    status = self.status,
+                    outcome,
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    head_ms = self.head.as_millis() as u64,
+                    deadline_ms = note.and_then(|n| n.deadline_ms),
+                    idempotency_key = note.and_then(|n| n.idempotency_key.as_deref()),
+                    idempotency = note.and_then(|n| n.idempotency),
+                    client,
+                    cache = note.and_then(|n| n.cache.as_ref()?.word()),
+                    prompt_tokens,
+                    completion_tokens,
+                    "request answered"
+                )
+            };
+        }
+        match failed {
+            true => request_line!(tracing::Level::WARN),
+            false => request_line!(tracing::Level::INFO),
+        }
     }
 }

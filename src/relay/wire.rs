@@ -6,8 +6,8 @@ use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
 use crate::completion::Finished;
-use crate::completion::answer::ChoiceAnswer;
-use crate::upstream::chunk::Chunk;
+use crate::completion::answer::{Answer, ChoiceAnswer, Gather, ToolCall};
+use crate::upstream::chunk::{self, Chunk, Parsed};
 
 /// The end marker of an OpenAI stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -39,6 +39,9 @@ pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Va
         "model": finished.meta.model.as_deref().unwrap_or(model),
         "choices": choices,
     });
+    if let Some(fingerprint) = &finished.meta.system_fingerprint {
+        body["system_fingerprint"] = fingerprint.as_str().into();
+    }
     if let Some(usage) = &finished.usage {
         body["usage"] = usage.clone();
     }
@@ -46,48 +49,103 @@ pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Va
 }
 
 fn choice_body(choice: &ChoiceAnswer) -> Value {
-    let mut message = json!({"role": "assistant", "content": choice.content});
+    let content = match choice.content_is_null() {
+        true => Value::Null,
+        false => choice.content.as_str().into(),
+    };
+    let mut message = json!({"role": "assistant", "content": content});
     if !choice.reasoning.is_empty() {
         message["reasoning_content"] = choice.reasoning.as_str().into();
+    }
+    if !choice.refusal.is_empty() {
+        message["refusal"] = choice.refusal.as_str().into();
+    }
+    if !choice.tool_calls.is_empty() {
+        let calls = choice.tool_calls_in_order().into_iter();
+        message["tool_calls"] = calls.map(|call| tool_call(call, None)).collect();
     }
     json!({
         "index": choice.index,
         "message": message,
+        "logprobs": logprobs(choice),
         "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
     })
+}
+
+/// A tool call as a message lists it, or (with its `index`) as a delta does.
+fn tool_call(call: &ToolCall, index: Option<u32>) -> Value {
+    let mut body = json!({
+        "id": call.id,
+        "type": call.kind(),
+        "function": {"name": call.name, "arguments": call.arguments},
+    });
+    if let Some(index) = index {
+        body["index"] = index.into();
+    }
+    body
+}
+
+/// A choice's `logprobs`: `null` when none came.
+fn logprobs(choice: &ChoiceAnswer) -> Value {
+    match &choice.logprobs {
+        Some(logprobs) => json!({"content": logprobs.content, "refusal": logprobs.refusal}),
+        None => Value::Null,
+    }
+}
+
+/// A whole choice as one stream delta (all of it in one chunk).
+fn choice_delta(choice: &ChoiceAnswer) -> Value {
+    let mut delta = json!({"role": "assistant", "content": choice.content});
+    if !choice.reasoning.is_empty() {
+        delta["reasoning_content"] = choice.reasoning.as_str().into();
+    }
+    if !choice.refusal.is_empty() {
+        delta["refusal"] = choice.refusal.as_str().into();
+    }
+    if !choice.tool_calls.is_empty() {
+        let calls = choice.tool_calls_in_order().into_iter();
+        delta["tool_calls"] = calls
+            .map(|call| tool_call(call, Some(call.index)))
+            .collect();
+    }
+    delta
+}
+
+/// Every choice of a whole answer, as assembled (a whole answer is never cut).
+fn assembled(chunk: &Chunk) -> Answer {
+    let mut answer = Answer::new(Gather::Whole(usize::MAX));
+    // No bound: the answer was read whole within the upstream body's own bound.
+    let _ = answer.absorb(chunk);
+    answer.choices.sort_by_key(|choice| choice.index);
+    answer
 }
 
 /// An OpenAI stream chunk carrying a whole non-streaming answer (an upstream that
 /// ignored `stream`), for a streaming client: every choice in one chunk.
 pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
-    let meta = chunk.meta.clone().unwrap_or_default();
-    let finish = |index: u32| {
-        let reason = match index == chunk.index {
-            true => chunk.finish_reason.as_deref(),
-            false => chunk
-                .more
-                .iter()
-                .find(|c| c.index == index)
-                .and_then(|c| c.finish_reason.as_deref()),
-        };
-        reason.unwrap_or("stop").to_owned()
-    };
-    let choices: Vec<Value> = chunk
-        .choices()
-        .map(|(index, content, reasoning)| {
-            let mut delta = json!({"role": "assistant", "content": content.unwrap_or("")});
-            if let Some(reasoning) = reasoning {
-                delta["reasoning_content"] = reasoning.into();
-            }
-            json!({"index": index, "delta": delta, "finish_reason": finish(index)})
+    let answer = assembled(chunk);
+    let choices: Vec<Value> = answer
+        .choices
+        .iter()
+        .map(|choice| {
+            json!({
+                "index": choice.index,
+                "delta": choice_delta(choice),
+                "logprobs": logprobs(choice),
+                "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
+            })
         })
         .collect();
+    let meta = chunk.meta.clone().unwrap_or_default();
     let mut body = json!({
         "id": meta.id,
         "object": "chat.completion.chunk",
         "model": meta.model,
         "choices": choices,
     });
+    if let Some(fingerprint) = meta.system_fingerprint {
+        body["system_fingerprint"] = fingerprint.into();
+    }
     if let Some(usage) = &chunk.usage {
         body["usage"] = Value::clone(usage);
     }
@@ -95,33 +153,41 @@ pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
 }
 
 /// A kept `chat.completion` as a stream: every choice's message in one chunk, the
-/// finish reasons and usage in the next, then `[DONE]`.
+/// finish reasons and usage in the next, then `[DONE]`. The kept body reads as
+/// one chunk (a `message` reads like a `delta`), so it is assembled again, as a
+/// whole answer from an upstream is.
 pub fn kept_as_chunks(kept: &Value) -> Bytes {
-    let kept_choices = kept["choices"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let text = kept.to_string();
+    let answer = match chunk::parse(text.as_bytes(), true) {
+        Ok(Parsed::Chunk(chunk)) => assembled(&chunk),
+        // What ladle kept is its own `chat.completion`; this is not reached.
+        _ => Answer::new(Gather::Nothing),
+    };
     let mut deltas = Vec::new();
     let mut finishes = Vec::new();
-    for choice in kept_choices {
-        let message = &choice["message"];
-        let mut delta = json!({"role": "assistant", "content": message["content"]});
-        if let Some(reasoning) = message.get("reasoning_content") {
-            delta["reasoning_content"] = reasoning.clone();
-        }
-        let index = &choice["index"];
-        deltas.push(json!({"index": index, "delta": delta, "finish_reason": null}));
-        finishes
-            .push(json!({"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}));
+    for choice in &answer.choices {
+        let index = choice.index;
+        deltas.push(json!({
+            "index": index,
+            "delta": choice_delta(choice),
+            "logprobs": logprobs(choice),
+            "finish_reason": null,
+        }));
+        let reason = choice.finish_reason.as_deref().unwrap_or("stop");
+        finishes.push(json!({"index": index, "delta": {}, "finish_reason": reason}));
     }
     let chunk = |choices: Vec<Value>| {
-        json!({
+        let mut chunk = json!({
             "id": kept["id"],
             "object": "chat.completion.chunk",
             "created": kept["created"],
             "model": kept["model"],
             "choices": choices,
-        })
+        });
+        if let Some(fingerprint) = kept.get("system_fingerprint") {
+            chunk["system_fingerprint"] = fingerprint.clone();
+        }
+        chunk
     };
     let first = chunk(deltas);
     let mut last = chunk(finishes);

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use futures_util::future::Either;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
@@ -95,6 +96,7 @@ impl Call {
             task_bulkhead: None,
             job_id: None,
             model: self.reply.model.clone(),
+            client: self.client.clone(),
             trace: self.trace.clone(),
         }
     }
@@ -177,5 +179,13 @@ pub async fn complete(
             }
         }
     };
+    let usage = note.usage.clone();
+    let progress = progress.inspect(move |step| {
+        if let Progress::Finished(finished) = step
+            && let Some(reported) = &finished.usage
+        {
+            usage.set(reported);
+        }
+    });
     Ok(call.reply.answer(progress).await)
 }

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod chat;
 pub mod jobs;
+pub mod models;
 pub mod ops;
 pub mod tasks;
 

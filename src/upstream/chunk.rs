@@ -1,8 +1,9 @@
 //! OpenAI chunk JSON → what the gateway needs to know about it.
 //!
 //! This is where the contract's definition of *output* lives: a non-empty
-//! `delta.content`, `delta.reasoning_content` or `delta.reasoning`, in any choice.
-//! Role-only deltas, empty strings, usage-only chunks and `[DONE]` are not output.
+//! `delta.content`, `delta.reasoning_content`, `delta.reasoning` or
+//! `delta.refusal`, or any part of a tool call, in any choice. Role-only deltas,
+//! empty strings, usage-only chunks and `[DONE]` are not output.
 //! A `usage` whose token counts are not integers in [0, 2^53) is dropped whole
 //! (contract 10): it is never reported or counted. The module knows nothing of
 //! HTTP or time, so it is tested on plain strings.
@@ -12,6 +13,10 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
+
+mod extra;
+
+pub use extra::{Extra, ToolCallPiece};
 
 /// What one SSE `data` payload says.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +42,8 @@ pub struct Chunk {
     pub reasoning: Option<String>,
     /// `finish_reason`, once the model is done with this choice.
     pub finish_reason: Option<String>,
+    /// Its refusal, tool-call pieces and log-probabilities, when it has any.
+    pub extra: Option<Box<Extra>>,
     /// The chunk's other choices, if any.
     pub more: Vec<Choice>,
     /// `usage`, when the upstream reports it (boxed, as is `meta`: rare, and a
@@ -53,6 +60,8 @@ pub struct Meta {
     pub id: Option<String>,
     /// The model that answered.
     pub model: Option<String>,
+    /// The upstream's `system_fingerprint`.
+    pub system_fingerprint: Option<String>,
 }
 
 /// One more choice of a chunk.
@@ -66,6 +75,17 @@ pub struct Choice {
     pub reasoning: Option<String>,
     /// Its `finish_reason`.
     pub finish_reason: Option<String>,
+    /// Its refusal, tool-call pieces and log-probabilities, when it has any.
+    pub extra: Option<Box<Extra>>,
+}
+
+impl Choice {
+    /// Whether this choice's delta is output in the contract's sense.
+    pub fn is_output(&self) -> bool {
+        self.content.is_some()
+            || self.reasoning.is_some()
+            || self.extra.as_deref().is_some_and(Extra::is_output)
+    }
 }
 
 impl Chunk {
@@ -73,24 +93,21 @@ impl Chunk {
     pub fn is_output(&self) -> bool {
         self.content.is_some()
             || self.reasoning.is_some()
-            || self
-                .more
-                .iter()
-                .any(|c| c.content.is_some() || c.reasoning.is_some())
+            || self.extra.as_deref().is_some_and(Extra::is_output)
+            || self.more.iter().any(Choice::is_output)
     }
 
-    /// Every choice of the chunk, the first one included.
-    pub fn choices(&self) -> impl Iterator<Item = (u32, Option<&str>, Option<&str>)> {
-        let first = (
-            self.index,
-            self.content.as_deref(),
-            self.reasoning.as_deref(),
-        );
-        std::iter::once(first).chain(
-            self.more
-                .iter()
-                .map(|c| (c.index, c.content.as_deref(), c.reasoning.as_deref())),
-        )
+    /// Every choice of the chunk, the first one included (copies: for the rare
+    /// whole answer).
+    pub fn choices(&self) -> impl Iterator<Item = Choice> + '_ {
+        let first = Choice {
+            index: self.index,
+            content: self.content.clone(),
+            reasoning: self.reasoning.clone(),
+            finish_reason: self.finish_reason.clone(),
+            extra: self.extra.clone(),
+        };
+        std::iter::once(first).chain(self.more.iter().cloned())
     }
 }
 
@@ -113,6 +130,8 @@ struct Wire<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    system_fingerprint: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +142,8 @@ struct WireChoice<'a> {
     delta: Option<WireDelta<'a>>,
     #[serde(default, borrow)]
     finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    logprobs: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -133,6 +154,10 @@ struct WireDelta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<extra::WireToolCall<'a>>>,
 }
 
 /// Parses one SSE `data` payload (a stream chunk) or a whole non-streaming
@@ -156,6 +181,7 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
             Box::new(Meta {
                 id: wire.id.map(Cow::into_owned),
                 model: wire.model.map(Cow::into_owned),
+                system_fingerprint: wire.system_fingerprint.map(Cow::into_owned),
             })
         }),
         ..Chunk::default()
@@ -167,6 +193,7 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
         chunk.content = first.content;
         chunk.reasoning = first.reasoning;
         chunk.finish_reason = first.finish_reason;
+        chunk.extra = first.extra;
     }
     chunk.more = more.into_iter().map(choice).collect();
     Ok(Parsed::Chunk(chunk))
@@ -174,18 +201,20 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
 
 fn choice(wire: WireChoice<'_>) -> Choice {
     let text = |s: Option<Cow<'_, str>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);
-    let (content, reasoning) = match wire.delta {
+    let (content, reasoning, extra) = match wire.delta {
         Some(delta) => (
             text(delta.content),
             text(delta.reasoning_content).or(text(delta.reasoning)),
+            extra::extra(delta.refusal, delta.tool_calls, wire.logprobs),
         ),
-        None => (None, None),
+        None => (None, None, extra::extra(None, None, wire.logprobs)),
     };
     Choice {
         index: wire.index,
         content,
         reasoning,
         finish_reason: wire.finish_reason.map(Cow::into_owned),
+        extra,
     }
 }
 

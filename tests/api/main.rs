@@ -18,6 +18,7 @@ mod idempotency;
 mod jobs;
 mod keepalive;
 mod logs;
+mod openai;
 mod ops;
 mod proxy;
 mod replicas;

@@ -87,10 +87,21 @@ async fn metrics_render_every_contract_series_and_move_after_a_busy_retry_a_succ
         ),
         ("ladle_requests_total{route=\"/metrics\",code=\"200\"}", 1.0),
         ("ladle_time_to_first_output_seconds_count", 1.0),
-        // Two chat requests and the first scrape.
-        ("ladle_request_duration_seconds_count", 3.0),
+        // Two chat requests; never a scrape, a probe or a job read.
+        (
+            "ladle_request_duration_seconds_count{route=\"/v1/chat/completions\"}",
+            2.0,
+        ),
+        (
+            "ladle_request_duration_seconds_count{route=\"/v1/tasks/{name}\"}",
+            0.0,
+        ),
         ("ladle_inflight_requests", 0.0),
     ];
+    assert!(
+        !after.contains("ladle_request_duration_seconds_count{route=\"/metrics\"}"),
+        "a scrape is never in the duration histogram:\n{after}"
+    );
     for (series, expected) in moved {
         assert_eq!(
             metric_value(&after, series),
@@ -140,7 +151,8 @@ async fn a_live_stream_counts_as_in_flight_and_its_duration_covers_the_whole_str
         Some(1.0)
     );
     // The head went out after the first piece; two 150 ms pauses followed.
-    let total = metric_value(&after, "ladle_request_duration_seconds_sum").expect("a sum");
+    let series = "ladle_request_duration_seconds_sum{route=\"/v1/chat/completions\"}";
+    let total = metric_value(&after, series).expect("a sum");
     assert!(total >= 0.3, "duration sum {total} s misses the stream");
 }
 

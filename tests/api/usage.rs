@@ -19,9 +19,14 @@ async fn a_whole_chat_answer_asks_for_usage_returns_it_and_counts_tokens() {
         sent["stream_options"],
         serde_json::json!({"include_usage": true})
     );
-    let series = "ladle_tokens_total{upstream=\"default\",model=\"test-model\",kind=";
-    assert_eq!(app.metric(&format!("{series}\"prompt\"}}")).await, 12.0);
-    assert_eq!(app.metric(&format!("{series}\"completion\"}}")).await, 34.0);
+    // Chat has no task; without client keys, no client.
+    let series = |kind: &str| {
+        format!(
+            "ladle_tokens_total{{upstream=\"default\",model=\"test-model\",kind=\"{kind}\",task=\"\",client=\"\"}}"
+        )
+    };
+    assert_eq!(app.metric(&series("prompt")).await, 12.0);
+    assert_eq!(app.metric(&series("completion")).await, 34.0);
 }
 
 #[tokio::test]

@@ -127,7 +127,7 @@ impl SqliteJobs {
                 let mut tally = lock(&tally);
                 tally.stale = true;
                 tally.metrics.store_error("commit");
-                tracing::warn!(error = %down, "the state file could not do a job store's call");
+                tracing::error!(error = %down, "the state file could not do a job store's call");
                 StoreDown(down.0)
             })
         })

@@ -29,7 +29,11 @@ pub fn describe(recorder: &PrometheusRecorder) {
         ("ladle_retries_total", "Retries by reason."),
         (
             "ladle_tokens_total",
-            "Tokens the upstreams reported in usage, by upstream, model and kind.",
+            "Tokens the upstreams reported in usage, by upstream, model, kind, task and client key.",
+        ),
+        (
+            "ladle_idempotency_total",
+            "Requests with an Idempotency-Key by outcome: executed, replayed, joined, reused.",
         ),
         (
             "ladle_redis_errors_total",
@@ -70,7 +74,7 @@ pub fn describe(recorder: &PrometheusRecorder) {
     recorder.describe_histogram(
         KeyName::from("ladle_request_duration_seconds"),
         Some(Unit::Seconds),
-        "From arrival to the end of the response body, streams included.".into(),
+        "Completion requests (chat, tasks, job submits) by route, from arrival to the end of the response body, streams included.".into(),
     );
     recorder.describe_histogram(
         KeyName::from("ladle_time_to_first_output_seconds"),

@@ -11,14 +11,17 @@ use std::time::Duration;
 mod help;
 mod labels;
 mod limits;
+mod requests;
 mod timing;
 mod work;
 
 pub use limits::ScopedGauge;
+pub use requests::Took;
 pub use timing::Phase;
 
 use self::help::{describe, register_known};
 use self::labels::{Bounded, Totals};
+use self::requests::RequestSeries;
 use crate::failure::{Outcome, RetryReason};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{
@@ -42,18 +45,23 @@ struct UpstreamSeries {
     phases: [Histogram; 5],
 }
 
+/// Who spent the tokens of a usage report.
+#[derive(Debug, Clone, Copy)]
+pub struct Spent<'a> {
+    /// The upstream's name.
+    pub upstream: &'a str,
+    /// The model sent to it.
+    pub model: &'a str,
+    /// The task's name; `""` for chat.
+    pub task: &'a str,
+    /// The client key's name; `""` without keys.
+    pub client: &'a str,
+}
+
 /// The app's metrics.
 #[derive(Clone)]
 pub struct Metrics {
     inner: Arc<Inner>,
-}
-
-/// One `ladle_requests_total` series (an empty client when keys are off).
-struct RequestSeries {
-    route: Box<str>,
-    code: u16,
-    client: Box<str>,
-    counter: Counter,
 }
 
 struct Inner {
@@ -68,7 +76,6 @@ struct Inner {
     requests: Mutex<Vec<RequestSeries>>,
     /// The task counters' handles, made on first use (`work`).
     task_series: Mutex<Vec<work::TaskSeries>>,
-    duration: Histogram,
     first_output: Histogram,
     inflight: Gauge,
     /// Label values that come from requests or upstreams, bounded.
@@ -102,8 +109,6 @@ impl Metrics {
         };
         let reasons = RetryReason::ALL.map(RetryReason::name);
         let retries = labelled("ladle_retries_total", "reason", &reasons);
-        let duration = recorder
-            .register_histogram(&Key::from_name("ladle_request_duration_seconds"), &METADATA);
         let first_output = recorder.register_histogram(
             &Key::from_name("ladle_time_to_first_output_seconds"),
             &METADATA,
@@ -122,7 +127,6 @@ impl Metrics {
                 retries,
                 requests: Mutex::default(),
                 task_series: Mutex::default(),
-                duration,
                 first_output,
                 inflight,
                 bounded: Bounded::default(),
@@ -259,15 +263,16 @@ impl Metrics {
         count(&self.inner.retries, reason.name());
     }
 
-    /// Counts the tokens of one usage report (`prompt_tokens`, `completion_tokens`).
-    /// Rare (once per answer at most), so its handles are registered as it comes.
-    /// The model comes from the request: its label holds the first 100 values,
-    /// then `other`; the counters saturate.
-    pub fn tokens(&self, upstream: &str, model: &str, usage: &serde_json::Value) {
+    /// Counts the tokens of one usage report (`prompt_tokens`, `completion_tokens`)
+    /// by who spent them. Rare (once per answer at most), so its handles are
+    /// registered as it comes. The model comes from the request: its label holds
+    /// the first 100 values, then `other` (tasks and client keys are the
+    /// operator's, named in files); the counters saturate.
+    pub fn tokens(&self, spent: &Spent<'_>, usage: &serde_json::Value) {
         let model = self
             .inner
             .bounded
-            .value("ladle_tokens_total", "model", model);
+            .value("ladle_tokens_total", "model", spent.model);
         for (kind, field) in [
             ("prompt", "prompt_tokens"),
             ("completion", "completion_tokens"),
@@ -276,9 +281,11 @@ impl Metrics {
                 continue;
             };
             let labels = vec![
-                Label::new("upstream", upstream.to_owned()),
+                Label::new("upstream", spent.upstream.to_owned()),
                 Label::new("model", model.clone()),
                 Label::new("kind", kind),
+                Label::new("task", spent.task.to_owned()),
+                Label::new("client", spent.client.to_owned()),
             ];
             let key = Key::from_parts("ladle_tokens_total", labels);
             let added = self.inner.token_totals.add(&key, count);
@@ -292,48 +299,6 @@ impl Metrics {
     /// Records a request's first output.
     pub fn first_output(&self, elapsed: Duration) {
         self.inner.first_output.record(elapsed.as_secs_f64());
-    }
-
-    /// Counts an answered request by route and HTTP status, and with client keys
-    /// on, by `client` (`""` for a request no key was accepted for).
-    pub fn request(&self, route: &str, status: u16, client: Option<&str>, elapsed: Duration) {
-        self.requests_counter(route, status, client).increment(1);
-        self.inner.duration.record(elapsed.as_secs_f64());
-    }
-
-    fn requests_counter(&self, route: &str, status: u16, client: Option<&str>) -> Counter {
-        let register = || {
-            let mut labels = vec![
-                Label::new("route", route.to_owned()),
-                Label::new("code", status.to_string()),
-            ];
-            if let Some(client) = client {
-                labels.push(Label::new("client", client.to_owned()));
-            }
-            let key = Key::from_parts("ladle_requests_total", labels);
-            self.inner.recorder.register_counter(&key, &METADATA)
-        };
-        // A poisoned lock only means another request panicked mid-lookup.
-        let mut known = self
-            .inner
-            .requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let client = client.unwrap_or_default();
-        let found = known
-            .iter()
-            .find(|s| s.code == status && *s.route == *route && *s.client == *client);
-        if let Some(series) = found {
-            return series.counter.clone();
-        }
-        let counter = register();
-        known.push(RequestSeries {
-            route: route.into(),
-            code: status,
-            client: client.into(),
-            counter: counter.clone(),
-        });
-        counter
     }
 
     /// Marks a request as started; the guard marks it finished when dropped.
@@ -378,14 +343,23 @@ mod tests {
         let metrics = Metrics::new();
         metrics.register_upstream("default");
         metrics.attempt(Outcome::Busy, "default");
-        metrics.request("/healthz", 200, None, Duration::from_millis(3));
+        let took = |timed| Took {
+            elapsed: Duration::from_millis(3),
+            timed,
+        };
+        metrics.request("/healthz", 200, None, took(false));
+        metrics.request("/v1/chat/completions", 200, None, took(true));
         let text = metrics.render();
+        assert!(
+            !text.contains("ladle_request_duration_seconds_count{route=\"/healthz\"}"),
+            "an untimed route is only counted:\n{text}"
+        );
         for series in [
             "ladle_upstream_attempts_total{outcome=\"busy\",upstream=\"default\"} 1",
             "ladle_upstream_attempts_total{outcome=\"ok\",upstream=\"default\"} 0",
             "ladle_retries_total{reason=\"not_started\"} 0",
             "ladle_requests_total{route=\"/healthz\",code=\"200\"} 1",
-            "ladle_request_duration_seconds_bucket",
+            "ladle_request_duration_seconds_count{route=\"/v1/chat/completions\"} 1",
             "ladle_inflight_requests 0",
         ] {
             assert!(text.contains(series), "missing {series} in\n{text}");

@@ -12,6 +12,7 @@ pub mod auth;
 mod cache;
 mod jobs;
 mod status;
+mod try_task;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -45,6 +46,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/prompts", get(list))
         .route("/admin/prompts/{name}", get(read).put(save).delete(remove))
         .route("/admin/prompts/{name}/render", post(render_saved))
+        .route("/admin/prompts/{name}/try", post(try_task::try_task))
         .route("/admin/prompts/{name}/history", get(history))
         .route("/admin/prompts/{name}/rollback", post(rollback))
         .route("/admin/render", post(render_unsaved))

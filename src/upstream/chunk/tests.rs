@@ -17,6 +17,67 @@ fn content_reasoning_content_and_reasoning_are_output() {
 }
 
 #[test]
+fn a_refusal_and_every_part_of_a_tool_call_are_output() {
+    assert!(chunk(r#"{"choices":[{"delta":{"refusal":"不行"}}]}"#).is_output());
+    for piece in [
+        r#"{"index":0,"id":"call_1","type":"function","function":{"name":"","arguments":""}}"#,
+        r#"{"index":0,"function":{"name":"get_weather"}}"#,
+        r#"{"index":0,"function":{"arguments":"{\""}}"#,
+    ] {
+        let data = format!(r#"{{"choices":[{{"delta":{{"tool_calls":[{piece}]}}}}]}}"#);
+        assert!(chunk(&data).is_output(), "{data}");
+    }
+    let other_choice = r#"{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1"}}]}}]}"#;
+    assert!(chunk(other_choice).is_output(), "in any choice");
+}
+
+#[test]
+fn empty_tool_call_pieces_refusals_and_logprobs_alone_are_not_output() {
+    let not_output = [
+        r#"{"choices":[{"delta":{"refusal":""}}]}"#,
+        r#"{"choices":[{"delta":{"refusal":null,"tool_calls":null}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+        r#"{"choices":[{"delta":{},"logprobs":{"content":[{"token":"a","logprob":-0.1}]}}]}"#,
+    ];
+    for data in not_output {
+        assert!(!chunk(data).is_output(), "{data}");
+    }
+}
+
+#[test]
+fn tool_call_pieces_keep_their_index_and_a_whole_message_numbers_them_in_order() {
+    let piece = chunk(
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":2,"id":"call_9","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]}"#,
+    );
+    let extra = piece.extra.expect("a tool call");
+    assert_eq!(
+        extra.tool_calls,
+        [ToolCallPiece {
+            index: 2,
+            id: Some("call_9".into()),
+            kind: Some("function".into()),
+            name: Some("f".into()),
+            arguments: r#"{"a""#.into(),
+        }]
+    );
+    let whole = r#"{"system_fingerprint":"fp_1","choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"[]"}}]},"logprobs":{"content":[]},"finish_reason":"tool_calls"}]}"#;
+    let Parsed::Chunk(whole) = parse(whole.as_bytes(), true).expect("valid") else {
+        panic!("expected a chunk");
+    };
+    let extra = whole.extra.expect("tool calls");
+    let numbered: Vec<_> = extra
+        .tool_calls
+        .iter()
+        .map(|c| (c.index, c.id.as_deref()))
+        .collect();
+    assert_eq!(numbered, [(0, Some("a")), (1, Some("b"))]);
+    assert_eq!(extra.logprobs, Some(serde_json::json!({"content": []})));
+    let fingerprint = whole.meta.and_then(|m| m.system_fingerprint);
+    assert_eq!(fingerprint.as_deref(), Some("fp_1"));
+}
+
+#[test]
 fn role_only_empty_usage_only_and_finish_chunks_are_not_output() {
     let not_output = [
         r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
@@ -72,8 +133,11 @@ fn every_choice_is_read_with_its_index() {
     let two = chunk(
         r#"{"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
     );
-    let choices: Vec<_> = two.choices().collect();
-    assert_eq!(choices, [(1, Some("b"), None), (0, None, None)]);
+    let choices: Vec<_> = two
+        .choices()
+        .map(|c| (c.index, c.content, c.reasoning))
+        .collect();
+    assert_eq!(choices, [(1, Some("b".into()), None), (0, None, None)]);
     assert_eq!(two.more[0].finish_reason.as_deref(), Some("stop"));
     let second_only =
         chunk(r#"{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"reasoning":"想"}}]}"#);
