@@ -1,6 +1,7 @@
 //! Integration tests: the real server on an ephemeral port, in front of a mock
 //! upstream the test controls. One binary, as in zero2prod.
 
+mod accounts;
 mod admin;
 mod bounds;
 mod breakers;
@@ -21,6 +22,7 @@ mod logs;
 mod openai;
 mod ops;
 mod proxy;
+mod readme;
 mod replicas;
 mod requests;
 mod resilience;

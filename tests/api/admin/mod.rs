@@ -8,3 +8,4 @@ mod paths;
 mod render;
 mod saving;
 mod status;
+mod try_task;
