@@ -9,26 +9,16 @@
 //! that exchange them through Redis).
 
 mod local;
+pub mod settings;
 pub mod shared;
 
 pub use local::RetryBudget;
+pub use settings::BudgetSettings;
 pub use shared::SharedBudget;
 
 use std::ops::Add;
-use std::time::Duration;
 
 use tokio::time::Instant;
-
-/// The budget's knobs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BudgetSettings {
-    /// Retries may add this share of first attempts …
-    pub ratio: f64,
-    /// … plus this many per second …
-    pub min_per_s: u32,
-    /// … both counted over this sliding window.
-    pub window: Duration,
-}
 
 /// Counts of first attempts and retries to one upstream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::recent::Ended;
 use super::{Completion, Phase, Progress};
 use crate::breaker::Counted;
+use crate::error::ApiError;
 use crate::failure::{AttemptFailure, Classified, Outcome};
 use crate::retry::{Decision, Failed, FailureClass, GiveUp};
 use crate::upstream::order::Next;
@@ -70,7 +71,7 @@ impl Completion {
         self.log_attempt(classified.outcome, Some(&failure.kind), None, throttled);
         self.phase = Phase::Over;
         let hint = self.job.policy.backoff(self.attempt);
-        Progress::Failed(failure.into_error(classified, self.attempt, hint))
+        Progress::Failed(ApiError::gave_up(failure, classified, self.attempt, hint))
     }
 
     /// Another attempt follows, on `next`'s upstream, after `wait`.

@@ -153,7 +153,7 @@ impl Completion {
             let refused = match self.last_failure.take() {
                 Some((failure, classified)) => {
                     let hint = self.job.policy.backoff(self.attempt);
-                    failure.into_error(classified, self.attempt, hint)
+                    ApiError::gave_up(failure, classified, self.attempt, hint)
                 }
                 None => self.all_open(now),
             };

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::breaker::BreakerSettings;
-use crate::budget::BudgetSettings;
+use crate::budget::settings::BudgetSettings;
 use crate::failure::BusyKeywords;
 use crate::ops::telemetry::LogFormat;
 use crate::retry::RetryPolicy;

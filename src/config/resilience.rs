@@ -3,7 +3,7 @@
 use super::ConfigError;
 use super::settings::{Millis, Sources, invalid};
 use crate::breaker::BreakerSettings;
-use crate::budget::BudgetSettings;
+use crate::budget::settings::BudgetSettings;
 
 /// `LADLE_BREAKER`: which upstreams get a breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,15 +7,14 @@
 //! never carry upstream bodies or secrets.
 
 mod render;
+mod upstream;
 
-pub use render::{ErrorCode, SHOULD_RETRY, below_the_router, render_error};
+pub use render::{AnsweredOn, ErrorCode, SHOULD_RETRY, below_the_router, render_error};
 
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-
-use crate::prompts::{PromptError, StoreError};
 
 /// What an upstream said when it refused a request for good (contract 2): its
 /// status, and from an error JSON its `code`, `type` and `message` (at most 500
@@ -313,40 +312,6 @@ impl ApiError {
             error["upstream"] = upstream;
         }
         json!({ "error": error })
-    }
-}
-
-impl From<PromptError> for ApiError {
-    fn from(error: PromptError) -> Self {
-        ApiError::InvalidPrompt {
-            message: error.message,
-            line: error.line,
-            column: error.column,
-        }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::NotFound(what) => {
-                ApiError::NotFound(format!("no prompt or version named `{what}`"))
-            }
-            StoreError::BadName(name) => {
-                ApiError::InvalidRequest(format!("`{name}` is not a valid prompt name"))
-            }
-            StoreError::EtagMismatch => ApiError::EtagMismatch,
-            StoreError::Invalid(error) => error.into(),
-            StoreError::Io(problem) => {
-                // The operator's log has the details; a client never sees a path.
-                tracing::warn!(%problem, "the prompt store failed");
-                ApiError::Storage("the prompts folder could not be read or written".into())
-            }
-            StoreError::Unavailable(why) => {
-                tracing::warn!(%why, "an admin write found redis unreachable");
-                ApiError::StoreUnavailable
-            }
-        }
     }
 }
 

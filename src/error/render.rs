@@ -8,7 +8,6 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
-use crate::completion::CompletionRoute;
 use crate::ops::request_id::RequestId;
 use crate::trace::TraceId;
 
@@ -60,18 +59,30 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Which kind of route an error is answered on: the chat route keeps some
+/// upstream statuses (`ApiError::status_on_chat`), and both completion routes say
+/// `x-should-retry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnsweredOn {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/tasks/{name}`.
+    Task,
+    /// Any other route.
+    Other,
+}
+
 /// Writes the JSON body of an error response, with the request id: the one place
-/// error bodies are made (called for every response by `ops::observe`, with the
-/// matched route's pattern). An error of a completion route that made no upstream
-/// attempt (a bad body, a full queue) gets its `x-should-retry` here, and the chat
-/// route's status is set here (`ApiError::status_on_chat`).
+/// error bodies are made (called for every response by `ops::observe`). An error of
+/// a completion route that made no upstream attempt (a bad body, a full queue)
+/// gets its `x-should-retry` here, and the chat route's status is set here.
 pub fn render_error(
     mut response: Response,
     request_id: &RequestId,
     trace_id: TraceId,
-    route: Option<&str>,
+    route: AnsweredOn,
 ) -> Response {
-    let completion_route = route.is_some_and(CompletionRoute::is_pattern);
+    let completion_route = route != AnsweredOn::Other;
     let Some(error) = response.extensions_mut().remove::<ApiError>().or_else(|| {
         // An extractor's own plain-text refusal (a malformed path or query that
         // no route maps itself) gets the contract's JSON body too.
@@ -99,7 +110,7 @@ pub fn render_error(
         "request failed"
     );
     let (mut parts, _) = response.into_parts();
-    if route == Some(CompletionRoute::CHAT) {
+    if route == AnsweredOn::Chat {
         parts.status = error.status_on_chat();
     }
     parts.headers.insert(

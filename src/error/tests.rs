@@ -3,6 +3,12 @@ use super::*;
 use axum::http::header;
 use axum::response::IntoResponse;
 
+use crate::failure::{AttemptFailure, BusyKeywords, FailureKind, Refusal};
+
+fn status(status: u16, message: &str) -> FailureKind {
+    FailureKind::Status(Box::new(Refusal::text(status, message)))
+}
+
 #[test]
 fn every_503_and_504_is_retryable_and_carries_the_contract_code() {
     let cases = [
@@ -98,4 +104,26 @@ fn busy_responses_round_retry_after_up_to_whole_seconds() {
     }
     .into_response();
     assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+}
+
+#[test]
+fn giving_up_maps_each_class_to_its_contract_code() {
+    let give_up = |kind: FailureKind, output_began| {
+        let failure = AttemptFailure::new(kind);
+        let classified = failure.classify(output_began, &BusyKeywords::parse("busy"));
+        ApiError::gave_up(failure, classified, 2, Duration::from_secs(4)).code()
+    };
+    assert_eq!(give_up(status(503, ""), false), "upstream_busy");
+    assert_eq!(give_up(FailureKind::IdleTimeout, false), "upstream_timeout");
+    assert_eq!(give_up(FailureKind::IdleTimeout, true), "upstream_failed");
+    assert_eq!(give_up(status(401, ""), false), "upstream_rejected");
+    assert_eq!(
+        give_up(FailureKind::InvalidOutput("x".into()), true),
+        "invalid_output"
+    );
+    assert_eq!(give_up(FailureKind::Deadline, true), "deadline_exceeded");
+    assert_eq!(
+        give_up(FailureKind::Tls("x".into()), false),
+        "upstream_failed"
+    );
 }

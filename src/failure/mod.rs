@@ -4,8 +4,10 @@
 //! all read, after linkerd2-proxy's `classify`.
 
 mod classify;
+pub mod outcome;
 
-pub use classify::{Classified, Outcome, RetryReason};
+pub use classify::Classified;
+pub use outcome::{Outcome, RetryReason};
 
 use std::time::Duration;
 

@@ -157,30 +157,6 @@ fn a_tls_failure_moves_on_but_counts_as_a_failure_and_timeouts_are_marked() {
 }
 
 #[test]
-fn giving_up_maps_each_class_to_its_contract_code() {
-    let give_up = |kind: FailureKind, output_began| {
-        let failure = AttemptFailure::new(kind);
-        let classified = failure.classify(output_began, &BusyKeywords::parse("busy"));
-        failure
-            .into_error(classified, 2, Duration::from_secs(4))
-            .code()
-    };
-    assert_eq!(give_up(status(503, ""), false), "upstream_busy");
-    assert_eq!(give_up(FailureKind::IdleTimeout, false), "upstream_timeout");
-    assert_eq!(give_up(FailureKind::IdleTimeout, true), "upstream_failed");
-    assert_eq!(give_up(status(401, ""), false), "upstream_rejected");
-    assert_eq!(
-        give_up(FailureKind::InvalidOutput("x".into()), true),
-        "invalid_output"
-    );
-    assert_eq!(give_up(FailureKind::Deadline, true), "deadline_exceeded");
-    assert_eq!(
-        give_up(FailureKind::Tls("x".into()), false),
-        "upstream_failed"
-    );
-}
-
-#[test]
 fn busy_keywords_match_case_insensitively() {
     let keywords = BusyKeywords::parse("访问量较大, Overloaded ,,rate limit");
     assert!(keywords.matches("当前模型访问量较大，请稍后重试"));

@@ -36,7 +36,7 @@ use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
 use crate::completion::CompletionRoute;
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{AnsweredOn, ApiError, ErrorCode};
 use crate::server::connection::Connection;
 use crate::trace::{TraceContext, TraceId};
 
@@ -228,7 +228,11 @@ where
             .arrived
             .take()
             .expect("an observed request is answered once");
-        let route = seen.route.as_ref().map(MatchedPath::as_str);
+        let route = match seen.route.as_ref().map(MatchedPath::as_str) {
+            Some(CompletionRoute::CHAT) => AnsweredOn::Chat,
+            Some(CompletionRoute::TASK) => AnsweredOn::Task,
+            _ => AnsweredOn::Other,
+        };
         let mut response =
             crate::error::render_error(response, &seen.request_id, seen.trace_id, route);
         let note = response.extensions_mut().remove::<CompletionNote>();

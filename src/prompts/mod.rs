@@ -18,6 +18,8 @@ pub use spec::{Prompt, PromptError, valid_name};
 
 use std::sync::Arc;
 
+use crate::error::ApiError;
+
 /// One earlier version of a prompt.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Version {
@@ -84,6 +86,41 @@ pub trait PromptStore: Send + Sync {
     /// that lasts (the prompts read before stay live).
     fn folder_unreadable(&self) -> Option<String> {
         None
+    }
+}
+
+/// A prompt error as the admin API answers it, with its place in the file.
+impl From<PromptError> for ApiError {
+    fn from(error: PromptError) -> Self {
+        ApiError::InvalidPrompt {
+            message: error.message,
+            line: error.line,
+            column: error.column,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound(what) => {
+                ApiError::NotFound(format!("no prompt or version named `{what}`"))
+            }
+            StoreError::BadName(name) => {
+                ApiError::InvalidRequest(format!("`{name}` is not a valid prompt name"))
+            }
+            StoreError::EtagMismatch => ApiError::EtagMismatch,
+            StoreError::Invalid(error) => error.into(),
+            StoreError::Io(problem) => {
+                // The operator's log has the details; a client never sees a path.
+                tracing::warn!(%problem, "the prompt store failed");
+                ApiError::Storage("the prompts folder could not be read or written".into())
+            }
+            StoreError::Unavailable(why) => {
+                tracing::warn!(%why, "an admin write found redis unreachable");
+                ApiError::StoreUnavailable
+            }
+        }
     }
 }
 

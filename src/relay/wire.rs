@@ -49,6 +49,19 @@ pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Va
 }
 
 fn choice_body(choice: &ChoiceAnswer) -> Value {
+    json!({
+        "index": choice.index,
+        "message": message(choice, false),
+        "logprobs": logprobs(choice),
+        "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
+    })
+}
+
+/// A whole choice as a `chat.completion` message or (`as_delta`) as the one
+/// delta of a stream that carries it whole: the same fields, but a delta's tool
+/// calls name their `index`. `content` is `null` when the model only called tools
+/// or refused, as OpenAI's is.
+fn message(choice: &ChoiceAnswer, as_delta: bool) -> Value {
     let content = match choice.content_is_null() {
         true => Value::Null,
         false => choice.content.as_str().into(),
@@ -62,14 +75,11 @@ fn choice_body(choice: &ChoiceAnswer) -> Value {
     }
     if !choice.tool_calls.is_empty() {
         let calls = choice.tool_calls_in_order().into_iter();
-        message["tool_calls"] = calls.map(|call| tool_call(call, None)).collect();
+        message["tool_calls"] = calls
+            .map(|call| tool_call(call, as_delta.then_some(call.index)))
+            .collect();
     }
-    json!({
-        "index": choice.index,
-        "message": message,
-        "logprobs": logprobs(choice),
-        "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
-    })
+    message
 }
 
 /// A tool call as a message lists it, or (with its `index`) as a delta does.
@@ -93,24 +103,6 @@ fn logprobs(choice: &ChoiceAnswer) -> Value {
     }
 }
 
-/// A whole choice as one stream delta (all of it in one chunk).
-fn choice_delta(choice: &ChoiceAnswer) -> Value {
-    let mut delta = json!({"role": "assistant", "content": choice.content});
-    if !choice.reasoning.is_empty() {
-        delta["reasoning_content"] = choice.reasoning.as_str().into();
-    }
-    if !choice.refusal.is_empty() {
-        delta["refusal"] = choice.refusal.as_str().into();
-    }
-    if !choice.tool_calls.is_empty() {
-        let calls = choice.tool_calls_in_order().into_iter();
-        delta["tool_calls"] = calls
-            .map(|call| tool_call(call, Some(call.index)))
-            .collect();
-    }
-    delta
-}
-
 /// Every choice of a whole answer, as assembled (a whole answer is never cut).
 fn assembled(chunk: &Chunk) -> Answer {
     let mut answer = Answer::new(Gather::Whole(usize::MAX));
@@ -130,7 +122,7 @@ pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
         .map(|choice| {
             json!({
                 "index": choice.index,
-                "delta": choice_delta(choice),
+                "delta": message(choice, true),
                 "logprobs": logprobs(choice),
                 "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
             })
@@ -169,7 +161,7 @@ pub fn kept_as_chunks(kept: &Value) -> Bytes {
         let index = choice.index;
         deltas.push(json!({
             "index": index,
-            "delta": choice_delta(choice),
+            "delta": message(choice, true),
             "logprobs": logprobs(choice),
             "finish_reason": null,
         }));

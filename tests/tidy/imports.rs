@@ -14,71 +14,136 @@ fn module_of(path: &str) -> String {
     }
 }
 
-/// The module paths a file names through `crate::`, `super::` and `self::`,
-/// resolved to absolute paths (`a::b::Item`), group imports spelled out.
-fn paths_named(module: &str, is_mod_file: bool, code: &str) -> Vec<String> {
-    let parent = |m: &str| {
-        m.rsplit_once("::")
-            .map_or(String::new(), |(p, _)| p.to_owned())
-    };
-    // In `a/mod.rs`, `self` is `a` and `super` its parent; in `a/b.rs` (module
-    // `a::b`), `self` is `a::b` and `super` is `a`.
-    let bases = [
-        ("crate::", String::new()),
-        ("super::", parent(module)),
-        ("self::", module.to_owned()),
-    ];
+/// The module paths a file names, resolved to absolute paths (`a::b::Item`),
+/// group imports spelled out: through `crate::`, `self::`, `super::` (as many
+/// times as it is written), and through a bare child module's name (`pub use
+/// child::Item` in the file that declares `mod child;`), which is how a parent's
+/// re-export names its child.
+fn paths_named(module: &str, code: &str) -> Vec<String> {
+    let children = declared_children(code);
     let mut found = Vec::new();
-    for (prefix, base) in bases {
-        let _ = is_mod_file;
-        let mut rest = code;
-        while let Some(at) = rest.find(prefix) {
-            let before = rest[..at].chars().last();
-            rest = &rest[at + prefix.len()..];
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                continue;
-            }
-            let join = |tail: &str| {
-                if base.is_empty() {
-                    tail.to_owned()
-                } else {
-                    format!("{base}::{tail}")
-                }
-            };
-            if let Some(group) = rest.strip_prefix('{') {
-                let group = &group[..group.find('}').unwrap_or(group.len())];
-                found.extend(
-                    group
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|t| !t.is_empty())
-                        .map(join),
-                );
-            } else {
-                let end = rest
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .unwrap_or(rest.len());
-                let path = rest[..end].trim_end_matches(':');
-                let path = path.strip_suffix("::{").unwrap_or(path);
-                found.push(join(path));
-                // `crate::a::{b, c}`: the group belongs to `a`.
-                if rest[end..].starts_with('{') || rest[..end].ends_with("::") {
-                    let group = &rest[end..];
-                    let group = group.trim_start_matches('{');
-                    let group = &group[..group.find('}').unwrap_or(group.len())];
-                    let head = rest[..end].trim_end_matches(':');
-                    found.extend(
-                        group
-                            .split(',')
-                            .map(str::trim)
-                            .filter(|t| !t.is_empty())
-                            .map(|t| join(&format!("{head}::{t}"))),
-                    );
-                }
-            }
+    let mut rest = code;
+    while let Some(start) = next_word(rest) {
+        let before = rest[..start].chars().last();
+        rest = &rest[start..];
+        let word_end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let word = &rest[..word_end];
+        let after = &rest[word_end..];
+        let starts_a_path = after.starts_with("::")
+            && !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+        let base = match word {
+            "crate" => Some(String::new()),
+            "self" => Some(module.to_owned()),
+            "super" => Some(parent(module)),
+            child if children.iter().any(|c| c == child) => Some(join(module, child)),
+            _ => None,
+        };
+        rest = after;
+        let (Some(mut base), true) = (base, starts_a_path) else {
+            continue;
+        };
+        let mut tail = &after[2..];
+        // `super::super::x`: each `super` is one level up.
+        while word == "super" && tail.starts_with("super::") {
+            base = parent(&base);
+            tail = &tail["super::".len()..];
         }
+        let (paths, used) = expand(tail);
+        found.extend(paths.iter().map(|path| join(&base, path)));
+        if paths.is_empty() {
+            found.push(base);
+        }
+        rest = &tail[used..];
     }
     found
+}
+
+/// The modules a file declares (`mod child;`, `pub mod child;`).
+fn declared_children(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("pub ").unwrap_or(line);
+            let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
+            let name = line.strip_prefix("mod ")?.strip_suffix(';')?;
+            Some(name.trim().to_owned())
+        })
+        .collect()
+}
+
+/// Where the next word begins (a letter or `_`), if any.
+fn next_word(text: &str) -> Option<usize> {
+    text.find(|c: char| c.is_alphabetic() || c == '_')
+}
+
+/// The paths a path's tail names (`a::b`, `a::{b, c::{d, e}}`, `{a, b as c}`),
+/// and how many bytes of `tail` it took.
+fn expand(tail: &str) -> (Vec<String>, usize) {
+    let end = tail
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(tail.len());
+    let head = tail[..end].trim_end_matches(':');
+    if !tail[end..].starts_with('{') {
+        let paths = if head.is_empty() {
+            vec![]
+        } else {
+            vec![head.to_owned()]
+        };
+        return (paths, end);
+    }
+    // A group: its items split at the commas of its own level.
+    let group = &tail[end + 1..];
+    let (mut depth, mut item_start, mut paths) = (0usize, 0usize, Vec::new());
+    let mut close = group.len();
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                close = at;
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                paths.extend(group_item(head, &group[item_start..at]));
+                item_start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    paths.extend(group_item(head, &group[item_start..close]));
+    (paths, end + 1 + close)
+}
+
+/// One item of a group under `head`: `self` is the head itself; `x as y` is `x`.
+fn group_item(head: &str, item: &str) -> Vec<String> {
+    let item = item.trim();
+    let item = item.split(" as ").next().unwrap_or(item).trim();
+    if item.is_empty() {
+        return Vec::new();
+    }
+    if item == "self" {
+        return vec![head.to_owned()];
+    }
+    let (inner, _) = expand(item);
+    inner.into_iter().map(|path| join(head, &path)).collect()
+}
+
+/// `base::tail`, or `tail` at the crate root.
+fn join(base: &str, tail: &str) -> String {
+    match (base.is_empty(), tail.is_empty()) {
+        (_, true) => base.to_owned(),
+        (true, false) => tail.to_owned(),
+        (false, false) => format!("{base}::{tail}"),
+    }
+}
+
+/// A module's parent (the crate root's is itself).
+fn parent(module: &str) -> String {
+    module
+        .rsplit_once("::")
+        .map_or(String::new(), |(parent, _)| parent.to_owned())
 }
 
 /// Whether `inner` is `outer` or inside it (`a::b` in `a`; everything in the
@@ -100,7 +165,7 @@ fn import_graph(files: &[(String, String)]) -> Graph {
         let module = module_of(path);
         let edges: &mut std::collections::BTreeSet<String> =
             graph.entry(module.clone()).or_default();
-        for named in paths_named(&module, path.ends_with("mod.rs"), code) {
+        for named in paths_named(&module, code) {
             // The longest module that is a prefix of the path is the file it names.
             let target = modules
                 .iter()
@@ -192,7 +257,6 @@ fn a_way_back_in_through_a_parent_is_a_cycle_and_a_child_using_its_parent_is_not
 fn the_import_graph_sees_crate_super_self_and_groups() {
     let named = paths_named(
         "relay::openai",
-        false,
         "use crate::error::{ApiError, StreamError};\nuse super::task_events;\nuse crate::{config, ops::metrics::Metrics};\n",
     );
     for expected in [
@@ -208,4 +272,67 @@ fn the_import_graph_sees_crate_super_self_and_groups() {
     }
     assert!(inside("upstream::chunk", "upstream") && !inside("upstream", "upstream::chunk"));
     assert!(!inside("upstreams", "upstream"));
+}
+
+#[test]
+fn the_reader_sees_every_form_of_a_path_and_finds_the_cycle_each_makes() {
+    let file = |path: &str, code: &str| (path.to_owned(), code.to_owned());
+    // Each pair closes a round through one form of path; the reader must see it.
+    // (the form, the files that use it, the cycle it closes)
+    type Form<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let forms: [Form; 4] = [
+        (
+            "crate::x",
+            &[
+                ("x.rs", "fn f() { crate::y::go(); }\n"),
+                ("y.rs", "use crate::x::Thing;\n"),
+            ],
+            "x -> y -> x",
+        ),
+        (
+            "super::super::x",
+            &[
+                ("p/q/r.rs", "use super::super::z::Thing;\n"),
+                ("p/z.rs", "use crate::p::q::r::Other;\n"),
+            ],
+            "p::q::r -> p::z -> p::q::r",
+        ),
+        (
+            "a bare child re-export",
+            &[
+                ("a/mod.rs", "mod b;\npub use b::Thing;\n"),
+                ("a/b.rs", "use crate::c::Other;\n"),
+                ("c.rs", "use crate::a::Thing;\n"),
+            ],
+            "a -> a::b -> c -> a",
+        ),
+        (
+            "a use group",
+            &[
+                ("k.rs", "use crate::{m::A, n::{B, self}};\n"),
+                ("n.rs", "use crate::k::C;\n"),
+            ],
+            "k -> n -> k",
+        ),
+    ];
+    for (form, files, cycle) in forms {
+        let mut all: Vec<(String, String)> = files.iter().map(|(p, c)| file(p, c)).collect();
+        // Every module the files name exists, as in a real tree.
+        for leaf in ["m.rs", "p/mod.rs", "p/q/mod.rs"] {
+            all.push(file(leaf, ""));
+        }
+        let found = cycles(&import_graph(&all));
+        assert!(
+            found.iter().any(|c| c == cycle),
+            "{form}: {cycle} not in {found:?}"
+        );
+    }
+    // A child's own use of its ancestors is no cycle; a name that only looks
+    // like a child (no `mod` for it) is no path.
+    let calm = [
+        file("a/mod.rs", "mod b;\n"),
+        file("a/b.rs", "use super::Thing;\nfn f() { c::go(); }\n"),
+        file("c.rs", "use crate::a::b::Other;\n"),
+    ];
+    assert_eq!(cycles(&import_graph(&calm)), Vec::<String>::new());
 }

@@ -206,3 +206,36 @@ async fn a_kept_answer_is_replayed_with_its_tool_calls() {
     assert_eq!(again["choices"], first["choices"]);
     assert_eq!(app.upstream().requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_kept_stream_is_replayed_as_chunks_with_its_tool_calls() {
+    let app = Gateway::start().await;
+    app.upstream()
+        .push([sse(two_tool_calls().iter().map(|e| data(e)).collect())]);
+    let send = || {
+        app.post_request("/v1/chat/completions", &tools_body(true))
+            .header("idempotency-key", "tools-stream-1")
+            .send()
+    };
+    let first = send()
+        .await
+        .expect("answers")
+        .text()
+        .await
+        .expect("a stream");
+    assert!(first.contains("call_b"), "{first}");
+    let again = send().await.expect("answers");
+    assert!(replayed(&again));
+    let text = again.text().await.expect("a stream");
+    let events = sse_events(&text);
+    let chunk: serde_json::Value = serde_json::from_str(&events[0].1).expect("a chunk");
+    let calls = &chunk["choices"][0]["delta"]["tool_calls"];
+    assert_eq!(
+        calls[0]["function"]["arguments"], "{\"city\":\"巴黎\"}",
+        "{text}"
+    );
+    assert_eq!(calls[1]["index"], 1);
+    assert_eq!(calls[1]["id"], "call_b");
+    assert_eq!(events.last().map(|(_, d)| d.as_str()), Some("[DONE]"));
+    assert_eq!(app.upstream().requests().len(), 1);
+}
