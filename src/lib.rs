@@ -61,6 +61,7 @@ pub mod request;
 pub mod retry;
 pub mod routes;
 pub mod server;
+mod start;
 pub mod state;
 pub mod state_file;
 pub mod trace;

@@ -9,12 +9,12 @@ use tokio::time::Instant;
 use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::shared::FleetBudgets;
-use crate::budget::{self, Budget, RetryBudget, SharedBudget};
+use crate::budget::{Budget, RetryBudget, SharedBudget};
 use crate::bulkhead::Bulkheads;
 use crate::cache::AnswerCache;
 use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
-use crate::clients::{self, Clients};
+use crate::clients::Clients;
 use crate::completion::recent::Recent;
 use crate::completion::{CompletionRoute, SharedUpstreams, UpstreamGuards};
 use crate::config::settings::invalid;
@@ -67,6 +67,18 @@ pub struct App {
     pub clients: Option<Arc<Clients>>,
     /// The tasks' bulkheads (a prompt's `max_inflight`).
     pub tasks: Arc<Bulkheads>,
+    /// With the fleet's Redis: the upstreams' shared budgets, for their rounds.
+    pub fleet_budgets: FleetBudgets,
+}
+
+/// The app, held without keeping it alive: what a loop the app owns holds of it.
+pub struct WeakApp(std::sync::Weak<App>);
+
+impl WeakApp {
+    /// The app, while it is there.
+    pub fn upgrade(&self) -> Option<AppState> {
+        self.0.upgrade().map(AppState)
+    }
 }
 
 impl axum::extract::FromRef<AppState> for Metrics {
@@ -76,8 +88,14 @@ impl axum::extract::FromRef<AppState> for Metrics {
 }
 
 impl AppState {
+    /// A handle on the app that does not keep it alive.
+    pub fn downgrade(&self) -> WeakApp {
+        WeakApp(Arc::downgrade(&self.0))
+    }
+
     /// State for a config: its upstreams (`LADLE_UPSTREAMS`, or the single-upstream
     /// settings) with their clients built, and prompts from `LADLE_PROMPTS_DIR`.
+    /// Nothing runs yet: `start` starts the background loops.
     pub fn new(config: Config) -> Result<Self, StartError> {
         let metrics = Metrics::new();
         // The completion routes' latency series show from the start.
@@ -91,9 +109,6 @@ impl AppState {
         let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
         {
             Some(redis) => {
-                let window = config.budget.window;
-                budget::shared::share(&fleet_budgets, redis.clone(), window, &background);
-                crate::fleet::watch_persistence(redis.clone(), &background);
                 let idempotency =
                     RedisIdempotency::new(redis.clone(), config.idempotency, &background);
                 (
@@ -109,13 +124,7 @@ impl AppState {
         let (jobs, cache) = kept_state(&config, &metrics, redis.as_ref())?;
         let metrics_for_tasks = metrics.clone();
         let clients = match &config.client_keys_file {
-            Some(path) => {
-                let clients = Arc::new(Clients::open(path, metrics.clone())?);
-                if let Some(redis) = &redis {
-                    clients::shared::share(clients.clone(), redis.clone(), &background);
-                }
-                Some(clients)
-            }
+            Some(path) => Some(Arc::new(Clients::open(path, metrics.clone())?)),
             None => None,
         };
         Ok(AppState(Arc::new(App {
@@ -130,6 +139,7 @@ impl AppState {
             cache,
             clients,
             tasks: Arc::new(Bulkheads::new("task", metrics_for_tasks)),
+            fleet_budgets,
         })))
     }
 }

@@ -66,6 +66,10 @@ pub trait IdempotencyStore: Send + Sync {
         now: Instant,
         deadline: Instant,
     ) -> BoxFuture<'a, Lookup>;
+
+    /// Starts what the store keeps up beside the requests (a shared store's
+    /// renewal of its claims); nothing for one in memory.
+    fn start(&self, _background: &crate::background::Background) {}
 }
 
 /// The largest body kept for a key (in memory or in Redis); a larger success is

@@ -82,8 +82,8 @@ struct Shared {
 }
 
 impl RedisIdempotency {
-    /// A store on `redis`, with memory for when it is unreachable; starts the
-    /// renewal of this replica's claims.
+    /// A store on `redis`, with memory for when it is unreachable; its renewal of
+    /// this replica's claims begins with `start`.
     pub fn new(redis: Arc<Redis>, limits: Limits, background: &Background) -> Self {
         let shared = Arc::new(Shared {
             redis: redis.clone(),
@@ -95,10 +95,6 @@ impl RedisIdempotency {
             replica: uuid::Uuid::new_v4().simple().to_string(),
             runs: AtomicU64::new(0),
         });
-        let (weak, every) = (Arc::downgrade(&shared), redis.lease() / 3);
-        background.every(every, Some(redis.runtime()), move || {
-            renew(weak.clone(), every)
-        });
         RedisIdempotency {
             shared,
             memory: MemoryStore::new(limits),
@@ -107,6 +103,14 @@ impl RedisIdempotency {
 }
 
 impl IdempotencyStore for RedisIdempotency {
+    fn start(&self, background: &Background) {
+        let redis = &self.shared.redis;
+        let (weak, every) = (Arc::downgrade(&self.shared), redis.lease() / 3);
+        background.every(every, Some(redis.runtime()), move || {
+            renew(weak.clone(), every)
+        });
+    }
+
     fn begin<'a>(
         &'a self,
         key: &'a str,

@@ -18,19 +18,28 @@ use crate::jobs::outcome::RunError;
 use crate::jobs::runner::RunTask;
 use crate::ops::observe::LateWord;
 use crate::relay::{self, Reply, ResponseShape};
-use crate::state::AppState;
+use crate::state::{AppState, WeakApp};
 
-/// Runs jobs' tasks through this app.
-pub struct RunsTasks(pub AppState);
+/// Runs jobs' tasks through this app. The app owns the runner that holds this,
+/// so it holds the app weakly: neither keeps the other alive.
+pub struct RunsTasks(WeakApp);
+
+impl RunsTasks {
+    /// Runs tasks through `app`.
+    pub fn of(app: &AppState) -> Self {
+        RunsTasks(app.downgrade())
+    }
+}
 
 impl RunTask for RunsTasks {
     fn max_running(&self, client: &str) -> Option<u32> {
-        let clients = self.0.clients.as_ref()?;
+        let app = self.0.upgrade()?;
+        let clients = app.clients.as_ref()?;
         clients.named(client)?.key.max_running
     }
 
     fn run(&self, job: &Job, request_id: String) -> BoxFuture<'static, Result<Value, RunError>> {
-        let (app, job) = (self.0.clone(), job.clone());
+        let (app, job) = (self.0.upgrade(), job.clone());
         Box::pin(async move {
             let reply = Reply {
                 shape: ResponseShape::TaskJson,
@@ -45,6 +54,8 @@ impl RunTask for RunsTasks {
                 retryable: error.retryable(),
                 retry_after: error.retry_after(),
             };
+            let stopping = || failed(ApiError::UpstreamFailed("the gateway is stopping".into()));
+            let app = app.ok_or_else(stopping)?;
             let timeout = job.request.timeout_ms.map(std::time::Duration::from_millis);
             let variables = job.request.variables.clone();
             let mut call = task_call(
@@ -60,7 +71,6 @@ impl RunTask for RunsTasks {
             .map_err(failed)?;
             call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
             // The task's slot, then an in-flight one, however long they take.
-            let stopping = || failed(ApiError::UpstreamFailed("the gateway is stopping".into()));
             let task = match super::task_bulkhead(&app, &call) {
                 Some(bulkhead) => Some(bulkhead.enter().await.ok_or_else(stopping)?),
                 None => None,

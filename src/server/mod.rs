@@ -13,64 +13,21 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::app::app;
-use crate::background::Continue;
 use crate::state::AppState;
 
 /// Time allowed after the longest deadline for the last bytes to be written.
 const DRAIN_SLACK: Duration = Duration::from_secs(5);
-/// How often histogram samples are folded into their buckets (as the exporter's
-/// own upkeep thread would).
-const METRICS_UPKEEP: Duration = Duration::from_secs(5);
 
-/// Serves until `shutdown` resolves, then stops accepting and lets running
-/// requests finish, for at most the longest request deadline (plus a little).
-/// Prompts are reloaded in the background meanwhile.
+/// Starts the app's background loops (`AppState::start`), serves until
+/// `shutdown` resolves, then stops accepting and lets running requests finish,
+/// for at most the longest request deadline (plus a little), and drains the
+/// loops.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let prompts = state.prompts.clone();
-    state
-        .background
-        .every(state.config.prompt_reload, None, move || {
-            let prompts = prompts.clone();
-            async move {
-                // File reads block; keep them off the async workers.
-                let _ = tokio::task::spawn_blocking(move || prompts.refresh()).await;
-                Continue::Yes
-            }
-        });
-    if let Some(clients) = state.clients.clone() {
-        // As often as the prompts folder is looked at: an edit is live within 2 s.
-        state
-            .background
-            .every(state.config.prompt_reload, None, move || {
-                let clients = clients.clone();
-                async move {
-                    // File reads block; keep them off the async workers.
-                    let _ = tokio::task::spawn_blocking(move || clients.refresh()).await;
-                    Continue::Yes
-                }
-            });
-    }
-    // Histogram samples wait in memory until they are folded into their buckets:
-    // without this, a gateway nobody scrapes would keep every sample it took.
-    let metrics = state.metrics.clone();
-    state.background.every(METRICS_UPKEEP, None, move || {
-        metrics.upkeep();
-        std::future::ready(Continue::Yes)
-    });
-    let runs = std::sync::Arc::new(crate::request::job_run::RunsTasks(state.clone()));
-    state.jobs.start(runs, &state.background);
-    if let Some(webhook) = &state.config.jobs.webhook {
-        let store = state.jobs.store().clone();
-        let (settings, metrics) = (webhook.clone(), state.metrics.clone());
-        let tick = state.config.jobs.runner.tick;
-        // Finished jobs are promised a delivery: without a sender, ladle does not start.
-        crate::jobs::webhooks::send::start(store, settings, metrics, tick, &state.background)
-            .map_err(std::io::Error::other)?;
-    }
+    state.start().map_err(std::io::Error::other)?;
     let background = state.background.clone();
     let drain = longest_deadline(&state) + DRAIN_SLACK;
     // At the signal, no job run starts here any more; the ones going finish.

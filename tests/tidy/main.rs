@@ -221,6 +221,36 @@ fn nothing_on_the_request_path_spawns_tasks() {
 }
 
 #[test]
+fn every_background_loop_is_started_by_the_one_start() {
+    // The loops live with their concepts; `start.rs` alone starts them (and
+    // `server::serve` calls it once), so what runs beside the requests is listed
+    // in one place.
+    let loops = [
+        "background.rs",
+        "budget/shared.rs",
+        "clients/shared.rs",
+        "fleet.rs",
+        "idempotency/redis.rs",
+        "jobs/webhooks/send.rs",
+        "start.rs",
+    ];
+    assert_eq!(offenders(".every(", &loops), Vec::<String>::new());
+    for starter in [
+        "shared::share(",
+        "fleet::watch_persistence(",
+        "send::start(",
+        "RunsTasks::of(",
+        "idempotency.start(",
+    ] {
+        assert_eq!(
+            offenders(starter, &["start.rs"]),
+            Vec::<String>::new(),
+            "{starter}"
+        );
+    }
+}
+
+#[test]
 fn no_unwrap_outside_tests() {
     assert_eq!(offenders(".unwrap()", &[]), Vec::<String>::new());
 }

@@ -36,7 +36,7 @@ pub fn start(
         .retry(reqwest::retry::never())
         .timeout(ATTEMPT_TIMEOUT)
         .build()
-        .map_err(|_| "LADLE_JOB_WEBHOOK_URL: the webhook client cannot be built".to_owned())?;
+        .map_err(|_| "the webhook client cannot be built".to_owned())?;
     let settings = Arc::new(settings);
     let stopping = background.stopping();
     background.every(tick, None, move || {
