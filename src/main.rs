@@ -6,7 +6,7 @@ use clap::Parser;
 
 /// mimalloc rather than glibc's malloc: the relay allocates and frees small
 /// buffers for every chunk, and glibc's allocator showed up high in the profile
-/// under load (the README's Performance section has the figures).
+/// under load (docs/performance.md, "What each design choice costs or saves").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

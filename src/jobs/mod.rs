@@ -32,7 +32,7 @@ pub struct StoreDown(pub String);
 
 /// What a submit led to.
 #[derive(Debug, Clone, PartialEq)]
-#[allow(
+#[expect(
     clippy::large_enum_variant,
     reason = "one lives for a moment per submit; a box would buy nothing"
 )]

@@ -3,7 +3,7 @@
 //!
 //! It is one tower layer with its own future, not `axum::middleware::from_fn`:
 //! `from_fn` clones the service stack below it and boxes two futures and a
-//! service for every request (measured in the README's Performance section).
+//! service for every request (measured in docs/performance.md).
 //!
 //! The arrival instant is stored in the request, so a handler's deadline starts
 //! when the request arrived, not when its body finished reading.

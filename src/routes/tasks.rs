@@ -83,7 +83,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Submission {
 
 /// Renders the task's prompt with the body's variables and completes it, or
 /// hands it over as a background job.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "an axum handler takes each extractor as an argument"
+)]
 pub async fn run(
     State(app): State<AppState>,
     Extension(Arrival(arrived)): Extension<Arrival>,

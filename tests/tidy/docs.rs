@@ -55,3 +55,70 @@ fn every_variable_the_code_names_is_in_the_table_of_settings() {
     }
     assert_eq!(unknown, Vec::<String>::new());
 }
+
+/// Every file and folder below `dir`, as paths relative to the repository
+/// (`src/completion/attempt.rs`, `src/completion/`).
+fn tree(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let relative = path
+            .strip_prefix(root)
+            .expect("under the repository")
+            .to_string_lossy()
+            .into_owned();
+        if path.is_dir() {
+            out.push(format!("{relative}/"));
+            tree(&path, root, out);
+        } else {
+            out.push(relative);
+        }
+    }
+}
+
+/// The code-formatted names on a page that look like a file or folder (`x.rs`,
+/// `a/b.rs`, `a/`).
+fn named_paths(page: &str) -> Vec<&str> {
+    page.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_/.".contains(c))
+                && (name.ends_with(".rs") || name.ends_with('/'))
+        })
+        .collect()
+}
+
+#[test]
+fn every_file_the_architecture_page_names_is_there() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/architecture.md"))
+        .expect("read docs/architecture.md");
+    let mut paths = Vec::new();
+    for top in ["src", "tests"] {
+        paths.push(format!("{top}/"));
+        tree(&root.join(top), root, &mut paths);
+    }
+    // A name stands for a file or folder whose path ends with it (a row names
+    // its files relative to its module's folder).
+    let gone: Vec<&str> = named_paths(&page)
+        .into_iter()
+        .filter(|name| {
+            !paths
+                .iter()
+                .any(|path| path == name || path.ends_with(&format!("/{name}")))
+        })
+        .collect();
+    assert_eq!(
+        gone,
+        Vec::<&str>::new(),
+        "docs/architecture.md names what is not there"
+    );
+    // The check itself: a name that is not there is caught.
+    assert_eq!(
+        named_paths("`gone/nowhere.rs` and `x`"),
+        ["gone/nowhere.rs"]
+    );
+}

@@ -251,6 +251,13 @@ fn every_background_loop_is_started_by_the_one_start() {
 }
 
 #[test]
+fn a_lint_is_silenced_only_with_expect_and_a_reason() {
+    // `#[expect]` fails the build once the lint no longer fires; `#[allow]` would
+    // stay behind, silencing whatever comes next.
+    assert_eq!(offenders("#[allow(", &[]), Vec::<String>::new());
+}
+
+#[test]
 fn no_unwrap_outside_tests() {
     assert_eq!(offenders(".unwrap()", &[]), Vec::<String>::new());
 }
