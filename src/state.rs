@@ -3,14 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::background::Background;
 use crate::breaker::{Breaker, State};
 use crate::budget::shared::FleetBudgets;
 use crate::budget::{Budget, RetryBudget, SharedBudget};
-use crate::bulkhead::Bulkheads;
+use crate::bulkhead::{Bulkhead, Bulkheads};
 use crate::cache::AnswerCache;
 use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
@@ -229,7 +228,10 @@ fn shared_upstreams(
         guards,
         timeouts: config.timeouts,
         busy_keywords: config.busy_keywords.clone(),
-        inflight: Arc::new(Semaphore::new(config.max_inflight)),
+        inflight: Bulkhead::global(
+            u32::try_from(config.max_inflight).unwrap_or(u32::MAX),
+            metrics.clone(),
+        ),
         queue_timeout: config.queue_timeout,
         metrics: metrics.clone(),
     };

@@ -1,10 +1,9 @@
 //! One request to complete, as the attempt loop sees it.
 
 use bytes::Bytes;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::answer::Gather;
-use crate::bulkhead::{Bulkhead, Slot};
+use crate::bulkhead::{Bulkhead, Slots};
 use crate::normalize::OutputKind;
 use crate::retry::{Deadline, RetryPolicy};
 use crate::trace::TraceContext;
@@ -42,15 +41,6 @@ pub struct Job {
     pub job_id: Option<String>,
     /// The request's trace, passed on to every attempt.
     pub trace: TraceContext,
-}
-
-/// What a request holds while it runs: one of `LADLE_MAX_INFLIGHT`'s slots and,
-/// for a task with a `max_inflight`, one of its task's.
-pub struct Slots {
-    /// The in-flight slot.
-    pub inflight: OwnedSemaphorePermit,
-    /// The task's slot.
-    pub task: Option<Slot>,
 }
 
 /// The completion route a request came in on.

@@ -21,7 +21,7 @@ mod shared;
 mod start;
 
 pub use answer::Gather;
-pub use job::{CompletionRoute, Job, Slots};
+pub use job::{CompletionRoute, Job};
 pub use output::Output;
 pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
@@ -71,7 +71,7 @@ enum Phase {
 }
 
 /// The wait for the slots a request needs.
-type QueueWait = BoxFuture<'static, Result<Slots, ApiError>>;
+type QueueWait = BoxFuture<'static, Result<crate::bulkhead::Slots, ApiError>>;
 
 /// The state of one request's attempt loop.
 pub struct Completion {
@@ -85,7 +85,7 @@ pub struct Completion {
     /// The failure the pending retry follows, classified.
     last_failure: Option<(AttemptFailure, Classified)>,
     attempt: u32,
-    permit: Option<Slots>,
+    permit: Option<crate::bulkhead::Slots>,
     /// The current attempt's slot on its upstream (by index), if the upstream
     /// has a `max_inflight`; given back when the attempt ends.
     upstream_slot: Option<(usize, Slot)>,

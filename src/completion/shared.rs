@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::attempt::AttemptTimeouts;
@@ -30,8 +29,8 @@ pub struct SharedUpstreams {
     pub timeouts: AttemptTimeouts,
     /// Substrings that mark an upstream error as busy.
     pub busy_keywords: BusyKeywords,
-    /// Bounds concurrent upstream calls.
-    pub inflight: Arc<Semaphore>,
+    /// `LADLE_MAX_INFLIGHT`: concurrent requests and job runs.
+    pub inflight: Bulkhead,
     /// Longest wait for an in-flight slot.
     pub queue_timeout: Duration,
     /// Where counters go.

@@ -9,53 +9,42 @@ use tokio::time::{Instant, timeout_at};
 
 use super::answer::{Answer, Gather};
 use super::attempt::{Attempt, Timers};
-use super::{Completion, Phase, Progress, QueueWait, Slots};
+use super::{Completion, Phase, Progress, QueueWait};
 use crate::breaker::Admission;
-use crate::bulkhead::Slot;
+use crate::bulkhead::{Entry, Slot, Slots};
 use crate::error::ApiError;
 use crate::upstream::Outgoing;
 use crate::upstream::order::UpstreamOrder;
 
 impl Completion {
-    /// The slots the request needs if they are free now: the task's first, then
-    /// an in-flight one; else the task's slot if it was taken.
-    pub(super) fn try_slots(&self) -> Result<Slots, Option<Slot>> {
-        let task = match &self.job.task_bulkhead {
-            None => None,
-            Some(bulkhead) => Some(bulkhead.try_enter().ok_or(None)?),
-        };
-        match self.shared.inflight.clone().try_acquire_owned() {
-            Ok(inflight) => Ok(Slots { inflight, task }),
-            Err(_) => Err(task),
+    /// Where the request's slots come from: its task's bulkhead and the global one.
+    fn entry(&self) -> Entry {
+        Entry {
+            task: self.job.task_bulkhead.clone(),
+            global: self.shared.inflight.clone(),
         }
+    }
+
+    /// The slots the request needs if they are free now; else the task's slot
+    /// if it was taken.
+    pub(super) fn try_slots(&self) -> Result<Slots, Option<Slot>> {
+        self.entry().try_now()
     }
 
     /// The wait for the slots the request lacks (oldest first), bounded by the
     /// queue timeout and the deadline.
     pub(super) fn queue_wait(&self, task: Option<Slot>) -> QueueWait {
         let limit = (Instant::now() + self.shared.queue_timeout).min(self.job.deadline.at);
-        let (bulkhead, inflight) = (self.job.task_bulkhead.clone(), self.shared.inflight.clone());
         let (deadline, retry_after) = (self.job.deadline.at, self.shared.queue_timeout);
-        let refusal = move || match limit == deadline {
-            true => ApiError::DeadlineExceeded,
-            false => ApiError::Overloaded { retry_after },
-        };
+        let entry = self.entry();
         Box::pin(async move {
-            let task = match (task, bulkhead) {
-                (Some(slot), _) => Some(slot),
-                (None, Some(bulkhead)) => match timeout_at(limit, bulkhead.enter()).await {
-                    Ok(Some(slot)) => Some(slot),
-                    _ => {
-                        bulkhead.refused();
-                        return Err(refusal());
-                    }
-                },
-                (None, None) => None,
-            };
-            match timeout_at(limit, inflight.acquire_owned()).await {
-                Ok(Ok(inflight)) => Ok(Slots { inflight, task }),
-                _ => Err(refusal()),
-            }
+            entry
+                .wait(task, Some(limit))
+                .await
+                .map_err(|_| match limit == deadline {
+                    true => ApiError::DeadlineExceeded,
+                    false => ApiError::Overloaded { retry_after },
+                })
         })
     }
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, stream};
-use tokio::sync::Semaphore;
 use tokio::time::{Instant, sleep};
 
 use super::{Completion, CompletionRoute, Gather, Job, Progress, SharedUpstreams, UpstreamGuards};
@@ -122,7 +121,7 @@ async fn run(
             first_output: None,
         },
         busy_keywords: BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS),
-        inflight: Arc::new(Semaphore::new(1)),
+        inflight: crate::bulkhead::Bulkhead::global(1, Metrics::new()),
         queue_timeout: 2 * S,
         metrics: Metrics::new(),
     };

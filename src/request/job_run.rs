@@ -3,15 +3,14 @@
 //! starts once it has one; everything else (back-off, fallback, breakers,
 //! budgets) is the ordinary request's.
 
-use std::sync::Arc;
-
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::task_call;
+use crate::bulkhead::Entry;
 use crate::cache::CacheControl;
-use crate::completion::{CompletionRoute, Slots};
+use crate::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
@@ -70,19 +69,16 @@ impl RunTask for RunsTasks {
             .await
             .map_err(failed)?;
             call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
-            // The task's slot, then an in-flight one, however long they take.
-            let task = match super::task_bulkhead(&app, &call) {
-                Some(bulkhead) => Some(bulkhead.enter().await.ok_or_else(stopping)?),
-                None => None,
+            // The task's slot, then a global one, however long they take.
+            let entry = Entry {
+                task: super::task_bulkhead(&app, &call),
+                global: app.upstreams.inflight.clone(),
             };
-            let inflight = Arc::clone(&app.upstreams.inflight)
-                .acquire_owned()
-                .await
-                .map_err(|_| stopping())?;
+            let slots = entry.wait(None, None).await.map_err(|_| stopping())?;
             // Its deadline starts once it has them.
             call.arrived = Instant::now();
             let mut run = call.job(&app.config);
-            run.slot = Some(Slots { inflight, task });
+            run.slot = Some(slots);
             run.job_id = Some(job.id.clone());
             let progress = super::progress(&app, &call, run, LateWord::default());
             match relay::outcome(progress).await {
