@@ -37,7 +37,7 @@ impl Completion {
             next: next.map(|next| next.upstream),
             budget_has_room: true,
         };
-        let (policy, deadline) = (&self.job.policy, self.job.deadline);
+        let (policy, deadline) = (&self.spec.policy, self.spec.deadline);
         let decision = self.shared.decide_retry(next, now, |budget_has_room| {
             let failed = Failed {
                 budget_has_room,
@@ -70,7 +70,7 @@ impl Completion {
     ) -> Progress {
         self.log_attempt(classified.outcome, Some(&failure.kind), None, throttled);
         self.phase = Phase::Over;
-        let hint = self.job.policy.backoff(self.attempt);
+        let hint = self.spec.policy.backoff(self.attempt);
         Progress::Failed(ApiError::gave_up(failure, classified, self.attempt, hint))
     }
 

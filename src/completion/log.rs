@@ -45,10 +45,10 @@ impl Completion {
             ($level:expr) => {
                 tracing::event!(
                     $level,
-                    request_id = %self.job.request_id,
-                    trace_id = %self.job.trace.id(),
-                    route = self.job.route.path(),
-                    task = self.job.route.task(),
+                    request_id = %self.spec.request_id,
+                    trace_id = %self.spec.trace.id(),
+                    route = self.spec.route.path(),
+                    task = self.spec.route.task(),
                     upstream,
                     attempt = self.attempt,
                     elapsed_ms = self.elapsed_ms(),
@@ -77,17 +77,17 @@ impl Completion {
     /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
     pub(super) fn log_request(&self, outcome: &str) {
         tracing::info!(
-        request_id = %self.job.request_id,
-                    trace_id = %self.job.trace.id(),
-                    route = self.job.route.path(),
-                    task = self.job.route.task(),
+        request_id = %self.spec.request_id,
+                    trace_id = %self.spec.trace.id(),
+                    route = self.spec.route.path(),
+                    task = self.spec.route.task(),
                     attempt = self.attempt,
                     elapsed_ms = self.elapsed_ms(),
-                    deadline_ms = (self.job.deadline.at - self.job.deadline.started).as_millis() as u64,
+                    deadline_ms = (self.spec.deadline.at - self.spec.deadline.started).as_millis() as u64,
                     outcome,
                     wait_ms = self.time_waited().as_millis() as u64,
                     queue_ms = self.queued.as_millis() as u64,
-                    job_id = self.job.job_id.as_deref(),
+                    job_id = self.spec.job_id.as_deref(),
                     "completion ended"
                 );
     }
@@ -101,6 +101,6 @@ impl Completion {
     }
 
     fn elapsed_ms(&self) -> u64 {
-        (Instant::now() - self.job.deadline.started).as_millis() as u64
+        (Instant::now() - self.spec.deadline.started).as_millis() as u64
     }
 }

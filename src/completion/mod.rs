@@ -11,20 +11,20 @@
 pub mod answer;
 pub mod attempt;
 mod failed;
-mod job;
 mod log;
 mod output;
 mod phases;
 mod progress;
 pub mod recent;
 mod shared;
+mod spec;
 mod start;
 
 pub use answer::Gather;
-pub use job::{CompletionRoute, Job};
 pub use output::Output;
 pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
+pub use spec::{CompletionRoute, Spec};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -76,7 +76,7 @@ type QueueWait = BoxFuture<'static, Result<crate::bulkhead::Slots, ApiError>>;
 /// The state of one request's attempt loop.
 pub struct Completion {
     shared: Arc<SharedUpstreams>,
-    job: Job,
+    spec: Spec,
     phase: Phase,
     /// The request's way through the upstreams, from its first attempt on.
     order: Option<UpstreamOrder>,
@@ -108,15 +108,15 @@ pub struct Completion {
 
 impl Completion {
     /// Prepares a completion; nothing happens until it is polled.
-    pub fn new(shared: Arc<SharedUpstreams>, mut job: Job) -> Self {
-        let permit = job.slot.take();
+    pub fn new(shared: Arc<SharedUpstreams>, mut spec: Spec) -> Self {
+        let permit = spec.slot.take();
         Completion {
-            answer: Answer::new(job.gather),
+            answer: Answer::new(spec.gather),
             phase: match permit {
                 Some(_) => Phase::Starting,
                 None => Phase::Queued(None),
             },
-            job,
+            spec,
             order: None,
             probe: false,
             last_failure: None,
@@ -149,7 +149,7 @@ impl Completion {
     fn model_sent(&self) -> &str {
         self.upstream()
             .and_then(|u| u.model.as_deref())
-            .unwrap_or(&self.job.model)
+            .unwrap_or(&self.spec.model)
     }
 
     fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Progress {
@@ -168,25 +168,25 @@ impl Completion {
         if let Some(usage) = &received.chunk.usage
             && let Some(upstream) = self.upstream()
         {
-            let task = self.job.route.task().unwrap_or_default();
+            let task = self.spec.route.task().unwrap_or_default();
             let spent = Spent {
                 upstream: &upstream.name,
                 model: self.model_sent(),
                 task,
-                client: &self.job.client,
+                client: &self.spec.client,
             };
             self.shared.metrics.tokens(&spent, usage);
         }
         if received.chunk.is_output() && !self.first_output_seen {
             self.first_output_seen = true;
-            let elapsed = Instant::now() - self.job.deadline.started;
+            let elapsed = Instant::now() - self.spec.deadline.started;
             self.shared.metrics.first_output(elapsed);
         }
         Progress::Chunk(received)
     }
 
     fn on_end(&mut self) -> Progress {
-        let output = match self.job.output {
+        let output = match self.spec.output {
             None => None,
             Some(kind) => match normalize::normalize(kind, self.answer.content()) {
                 Ok(value) => Some(Output::of(&value)),
@@ -197,7 +197,7 @@ impl Completion {
                 }
             },
         };
-        let elapsed = Instant::now() - self.job.deadline.started;
+        let elapsed = Instant::now() - self.spec.deadline.started;
         self.upstream_slot = None;
         self.log_attempt(Outcome::Ok, None, None, false);
         self.count_attempt(Outcome::Ok, Counted::Success);

@@ -46,7 +46,7 @@ pub struct Finished {
     pub usage: Option<Value>,
     /// The upstream completion's id and model.
     pub meta: Meta,
-    /// The normalized output, when the job asked for an output kind.
+    /// The normalized output, when the spec asked for an output kind.
     pub output: Option<super::Output>,
     /// Attempts made, the successful one included.
     pub attempts: u32,

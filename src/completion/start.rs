@@ -20,7 +20,7 @@ impl Completion {
     /// Where the request's slots come from: its task's bulkhead and the global one.
     fn entry(&self) -> Entry {
         Entry {
-            task: self.job.task_bulkhead.clone(),
+            task: self.spec.task_bulkhead.clone(),
             global: self.shared.inflight.clone(),
         }
     }
@@ -34,8 +34,8 @@ impl Completion {
     /// The wait for the slots the request lacks (oldest first), bounded by the
     /// queue timeout and the deadline.
     pub(super) fn queue_wait(&self, task: Option<Slot>) -> QueueWait {
-        let limit = (Instant::now() + self.shared.queue_timeout).min(self.job.deadline.at);
-        let (deadline, retry_after) = (self.job.deadline.at, self.shared.queue_timeout);
+        let limit = (Instant::now() + self.shared.queue_timeout).min(self.spec.deadline.at);
+        let (deadline, retry_after) = (self.spec.deadline.at, self.shared.queue_timeout);
         let entry = self.entry();
         Box::pin(async move {
             entry
@@ -107,7 +107,7 @@ impl Completion {
                 Some(Box::pin(async move { (index, bulkhead.wait().await) }))
             })
             .collect();
-        let (deadline, metrics) = (self.job.deadline.at, self.shared.metrics.clone());
+        let (deadline, metrics) = (self.spec.deadline.at, self.shared.metrics.clone());
         Box::pin(async move {
             if waits.is_empty() {
                 return Err(ApiError::DeadlineExceeded);
@@ -141,7 +141,7 @@ impl Completion {
             // asked for it; a first attempt with every breaker open.
             let refused = match self.last_failure.take() {
                 Some((failure, classified)) => {
-                    let hint = self.job.policy.backoff(self.attempt);
+                    let hint = self.spec.policy.backoff(self.attempt);
                     ApiError::gave_up(failure, classified, self.attempt, hint)
                 }
                 None => self.all_open(now),
@@ -156,22 +156,22 @@ impl Completion {
             self.shared.first_attempt(order.current(), now);
         }
         self.attempt += 1;
-        self.answer = Answer::new(self.job.gather);
+        self.answer = Answer::new(self.spec.gather);
         self.in_attempt = Some(self.shared.guards[order.current()].recent.started());
         let upstream = self.shared.upstreams[order.current()].clone();
         let request = Outgoing {
-            body: upstream.body_for(&self.job.body, &self.job.model),
-            traceparent: self.job.trace.for_attempt(),
-            tracestate: self.job.trace.state().cloned(),
+            body: upstream.body_for(&self.spec.body, &self.spec.model),
+            traceparent: self.spec.trace.for_attempt(),
+            tracestate: self.spec.trace.state().cloned(),
             dialed: Arc::default(),
         };
-        let timers = Timers::new(self.shared.timeouts, self.job.deadline);
+        let timers = Timers::new(self.shared.timeouts, self.spec.deadline);
         self.failed_open = None;
         let open = Attempt::open(
             upstream,
             request,
             timers,
-            self.job.gather != Gather::Nothing,
+            self.spec.gather != Gather::Nothing,
         );
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, stream};
 use tokio::time::{Instant, sleep};
 
-use super::{Completion, CompletionRoute, Gather, Job, Progress, SharedUpstreams, UpstreamGuards};
+use super::{Completion, CompletionRoute, Gather, Progress, SharedUpstreams, Spec, UpstreamGuards};
 use crate::budget::{BudgetSettings, RetryBudget};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::error::ApiError;
@@ -126,7 +126,7 @@ async fn run(
         metrics: Metrics::new(),
     };
     let started = Instant::now();
-    let job = Job {
+    let spec = Spec {
         body: Bytes::from_static(b"{}"),
         policy,
         deadline: Deadline::after(started, allowed),
@@ -141,7 +141,7 @@ async fn run(
         client: String::new(),
         trace: TraceContext::start(),
     };
-    let progress: Vec<Progress> = Completion::new(Arc::new(shared), job)
+    let progress: Vec<Progress> = Completion::new(Arc::new(shared), spec)
         .into_stream()
         .collect()
         .await;

@@ -77,7 +77,7 @@ impl RunTask for RunsTasks {
             let slots = entry.wait(None, None).await.map_err(|_| stopping())?;
             // Its deadline starts once it has them.
             call.arrived = Instant::now();
-            let mut run = call.job(&app.config);
+            let mut run = call.spec(&app.config);
             run.slot = Some(slots);
             run.job_id = Some(job.id.clone());
             let progress = super::progress(&app, &call, run, LateWord::default());

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::bulkhead::Bulkhead;
 use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
-use crate::completion::{Completion, Finished, Gather, Job, Progress};
+use crate::completion::{Completion, Finished, Gather, Progress, Spec};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::idempotency;
@@ -62,9 +62,9 @@ pub struct Call {
 }
 
 impl Call {
-    /// The job for the attempt loop: the chat route's settings, or the task's own
+    /// The spec for the attempt loop: the chat route's settings, or the task's own
     /// deadline, reserve and output kind. The deadline runs from the arrival.
-    pub fn job(&self, config: &Config) -> Job {
+    pub fn spec(&self, config: &Config) -> Spec {
         let prompt = self.prompt.as_deref();
         let assembled = self.reply.shape.assembled();
         let policy = RetryPolicy {
@@ -79,7 +79,7 @@ impl Call {
         let allowed = self
             .timeout
             .map_or(configured, |asked| asked.min(configured));
-        Job {
+        Spec {
             body: self.body.clone(),
             policy,
             deadline: Deadline::after(self.arrived, allowed),
@@ -102,18 +102,18 @@ impl Call {
     }
 }
 
-/// The progress of `call`'s completion (`job`): through the answer cache when its
+/// The progress of `call`'s completion (`spec`): through the answer cache when its
 /// task keeps answers, where a hit makes no completion at all. `seen` learns what
 /// the cache did.
 pub fn progress(
     app: &AppState,
     call: &Call,
-    mut job: Job,
+    mut spec: Spec,
     seen: LateWord,
 ) -> Either<Completion, BoxStream<'static, Progress>> {
-    job.task_bulkhead = task_bulkhead(app, call);
+    spec.task_bulkhead = task_bulkhead(app, call);
     let upstreams = app.upstreams.clone();
-    let run = move || Completion::new(upstreams, job);
+    let run = move || Completion::new(upstreams, spec);
     match (&call.cache_key, call.prompt.as_deref()) {
         (Some(key), Some(prompt)) => Either::Right(serve(
             CacheUse {
@@ -143,15 +143,15 @@ pub async fn complete(
     call: Call,
     note: &mut CompletionNote,
 ) -> Result<Response, ApiError> {
-    let job = call.job(&app.config);
-    let deadline = job.deadline;
+    let spec = call.spec(&app.config);
+    let deadline = spec.deadline;
     note.deadline_ms = Some((deadline.at - deadline.started).as_millis() as u64);
     let seen = LateWord::default();
     if call.cache_key.is_some() {
         note.cache = Some(seen.clone());
     }
     // Made only when it runs: a replay makes none.
-    let run = || progress(app, &call, job, seen);
+    let run = || progress(app, &call, spec, seen);
     let progress = match &call.key {
         None => Either::Left(run()),
         Some((key, identity)) => {

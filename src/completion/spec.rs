@@ -1,4 +1,4 @@
-//! One request to complete, as the attempt loop sees it.
+//! One request to complete, as the attempt loop sees it: its `Spec`.
 
 use bytes::Bytes;
 
@@ -8,8 +8,8 @@ use crate::normalize::OutputKind;
 use crate::retry::{Deadline, RetryPolicy};
 use crate::trace::TraceContext;
 
-/// One request to complete.
-pub struct Job {
+/// One request to complete: what to send, under which rules, gathering what.
+pub struct Spec {
     /// The upstream request body, with `stream: true`.
     pub body: Bytes,
     /// The retry policy for this request.
