@@ -1,6 +1,7 @@
 //! Operating the gateway: request ids, metrics, logs, the request observer, and
 //! the limit on slow request bodies.
 
+pub mod facts;
 pub mod metrics;
 pub mod observe;
 pub mod request_body;

@@ -17,7 +17,7 @@
 use std::convert::Infallible;
 use std::future::{Future, Ready};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -31,6 +31,7 @@ use http_body::{Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use super::facts::{Arrival, CompletionNote, LateWord};
 use super::metrics::{Metrics, Took};
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
@@ -39,66 +40,6 @@ use crate::completion::CompletionRoute;
 use crate::error::{AnsweredOn, ApiError, ErrorCode};
 use crate::server::connection::Connection;
 use crate::trace::{TraceContext, TraceId};
-
-/// What a completion route adds to its request's log line: the effective deadline,
-/// and with an `Idempotency-Key` the key and what it led to.
-#[derive(Debug, Clone, Default)]
-pub struct CompletionNote {
-    /// The request's deadline, from its arrival.
-    pub deadline_ms: Option<u64>,
-    /// The `Idempotency-Key`, if the request had one.
-    pub idempotency_key: Option<String>,
-    /// `executed`, `replayed`, `joined` or `reused`.
-    pub idempotency: Option<&'static str>,
-    /// For a cached task: `hit`, `miss` or `stale`, once the answer is known.
-    pub cache: Option<LateWord>,
-    /// The answer's usage, once it is known (a stream's comes at its end).
-    pub usage: LateUsage,
-}
-
-/// The prompt and completion tokens of a request's answer, when the upstream
-/// reported them: set when the answer is finished, read when its body ends.
-#[derive(Debug, Clone, Default)]
-pub struct LateUsage(Arc<OnceLock<(u64, u64)>>);
-
-impl LateUsage {
-    /// Records an answer's usage report, if it has both counts.
-    pub fn set(&self, usage: &serde_json::Value) {
-        let count = |field: &str| usage.get(field).and_then(serde_json::Value::as_u64);
-        if let (Some(prompt), Some(completion)) =
-            (count("prompt_tokens"), count("completion_tokens"))
-        {
-            let _ = self.0.set((prompt, completion));
-        }
-    }
-
-    fn tokens(&self) -> (Option<u64>, Option<u64>) {
-        self.0.get().copied().unzip()
-    }
-}
-
-/// When the request arrived.
-#[derive(Debug, Clone, Copy)]
-pub struct Arrival(pub Instant);
-
-/// A word of the request's log line known only after its head is out: the error
-/// a `200` stream ended with (a relay puts one in the response's extensions and
-/// fills it in when it writes the `error` event), or what the answer cache did
-/// (in the `CompletionNote`). The observer reads it when the body ends.
-#[derive(Debug, Clone, Default)]
-pub struct LateWord(Arc<OnceLock<&'static str>>);
-
-impl LateWord {
-    /// Records the word (the first one given stays).
-    pub fn set(&self, word: &'static str) {
-        let _ = self.0.set(word);
-    }
-
-    /// The word, once it is known.
-    pub fn word(&self) -> Option<&'static str> {
-        self.0.get().copied()
-    }
-}
 
 /// Observes every route it wraps (a router layer, so the matched route is known).
 #[derive(Clone)]
@@ -238,11 +179,11 @@ where
         let note = response.extensions_mut().remove::<CompletionNote>();
         // A stream's connection is dropped if the stream outlives its deadline,
         // however slowly its client reads.
-        let deadline = note.as_ref().and_then(|note| note.deadline_ms);
-        if let (Some(connection), Some(ms)) = (&seen.connection, deadline)
+        let deadline = note.as_ref().and_then(|note| note.deadline);
+        if let (Some(connection), Some(deadline)) = (&seen.connection, deadline)
             && is_event_stream(&response)
         {
-            connection.stream_until(seen.arrived + Duration::from_millis(ms));
+            connection.stream_until(deadline.at);
         }
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
         let caller = response.extensions_mut().remove::<Caller>();
@@ -368,7 +309,9 @@ impl Drop for Record {
                     outcome,
                     elapsed_ms = elapsed.as_millis() as u64,
                     head_ms = self.head.as_millis() as u64,
-                    deadline_ms = note.and_then(|n| n.deadline_ms),
+                    deadline_ms = note
+                        .and_then(|n| n.deadline)
+                        .map(|d| (d.at - d.started).as_millis() as u64),
                     idempotency_key = note.and_then(|n| n.idempotency_key.as_deref()),
                     idempotency = note.and_then(|n| n.idempotency),
                     client,

@@ -8,7 +8,7 @@ use futures_util::{Stream, StreamExt};
 
 use super::step::Step;
 use super::wire::put_event;
-use crate::ops::observe::LateWord;
+use crate::ops::facts::LateWord;
 
 /// The committed stream's bytes: every step that is already decoded when the
 /// client is ready for more is framed straight into one buffer and goes out in one

@@ -23,7 +23,7 @@ pub use super::step::Step;
 use super::batched::Batched;
 use super::wire::{COMMENT, put_event};
 use crate::error::ApiError;
-use crate::ops::observe::LateWord;
+use crate::ops::facts::LateWord;
 
 /// Where the held stream stands after a step.
 enum Held {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::Reply;
 use crate::completion::{Finished, Output, Progress};
-use crate::ops::observe::LateWord;
+use crate::ops::facts::LateWord;
 use crate::wall::rfc3339;
 
 /// Answers at once with an SSE stream of the completion's progress.

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
 use crate::jobs::runner::RunTask;
-use crate::ops::observe::LateWord;
+use crate::ops::facts::LateWord;
 use crate::relay::{self, Reply, ResponseShape};
 use crate::state::{AppState, WeakApp};
 

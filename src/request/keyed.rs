@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::idempotency::{self, Lookup, RunSlot};
-use crate::ops::observe::CompletionNote;
+use crate::ops::facts::CompletionNote;
 use crate::relay::replay::{self, Waiting};
 use crate::relay::{Reply, ResponseShape};
 use crate::state::AppState;

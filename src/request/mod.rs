@@ -29,7 +29,7 @@ use crate::completion::{Completion, Finished, Gather, Progress, Spec};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::idempotency;
-use crate::ops::observe::{CompletionNote, LateWord};
+use crate::ops::facts::{CompletionNote, LateWord};
 use crate::prompts::Prompt;
 use crate::relay::Reply;
 use crate::retry::{Deadline, RetryPolicy};
@@ -145,7 +145,7 @@ pub async fn complete(
 ) -> Result<Response, ApiError> {
     let spec = call.spec(&app.config);
     let deadline = spec.deadline;
-    note.deadline_ms = Some((deadline.at - deadline.started).as_millis() as u64);
+    note.deadline = Some(deadline);
     let seen = LateWord::default();
     if call.cache_key.is_some() {
         note.cache = Some(seen.clone());

@@ -11,7 +11,7 @@ use crate::cache::CacheControl;
 use crate::completion::CompletionRoute;
 use crate::completion::answer::MAX_CHOICES;
 use crate::error::ApiError;
-use crate::ops::observe::{Arrival, CompletionNote};
+use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
 use crate::relay::{Reply, ResponseShape};
 use crate::request::body::{ChatBody, is_non_empty_array};

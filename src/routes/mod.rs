@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 
 use crate::clients::gate::Caller;
 use crate::error::ApiError;
-use crate::ops::observe::CompletionNote;
+use crate::ops::facts::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
 pub use crate::request::body::json;
 use crate::trace::TraceContext;
