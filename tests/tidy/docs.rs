@@ -122,3 +122,49 @@ fn every_file_the_architecture_page_names_is_there() {
         ["gone/nowhere.rs"]
     );
 }
+
+/// The relative link targets of a markdown page (`[text](target)`), without
+/// their anchors; web addresses and in-page anchors are left out.
+fn linked_files(page: &str) -> Vec<&str> {
+    page.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(|target| target.split('#').next().unwrap_or(target))
+        .filter(|target| {
+            !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:")
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_between_the_pages_leads_to_a_file() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut folders = vec![root.join("docs")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    assert!(pages.len() > 100, "the design records are pages too");
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("read a page");
+        let here = page.parent().expect("a page is in a folder");
+        for target in linked_files(&text) {
+            if !here.join(target).exists() {
+                broken.push(format!("{}: {target}", page.display()));
+            }
+        }
+    }
+    assert_eq!(broken, Vec::<String>::new());
+    assert_eq!(
+        linked_files("[a](x.md#y) [b](https://e.org) [c](#z) [d](../e/)"),
+        ["x.md", "../e/"]
+    );
+}

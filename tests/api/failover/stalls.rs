@@ -1,8 +1,9 @@
 //! An answer that stalls midway, after output (contract 2's "other" failure): it is
 //! retried once, at once, only within `LADLE_EARLY_RETRY_WINDOW_MS` of the request's
-//! start. ladle keeps that rule (docs/design.md: "The early window stays the judge
-//! of other failures"); a window of deadline − min-remaining turns it into "retry
-//! while a whole answer still fits", which is what these tests show both ways of.
+//! start. ladle keeps that rule (docs/design/11-failover/, "The early window stays
+//! the judge of other failures"); a window of deadline − min-remaining turns it
+//! into "retry while a whole answer still fits", which is what these tests show
+//! both ways of.
 
 use std::time::Duration;
 
