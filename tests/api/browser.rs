@@ -178,6 +178,32 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         "only the kept answer's request: a preview calls no model"
     );
 
+    // Try runs the saved prompt on the admin token, and keeps nothing.
+    app.upstream()
+        .push([crate::support::scripts::recipe_answer()]);
+    let try_it = browser.find("#try").await;
+    browser.click(&try_it).await;
+    let tried = browser
+        .wait_for(
+            "the try's result",
+            "const t = document.getElementById('try-output').textContent; \
+             return t.includes('done in') ? t : null;",
+        )
+        .await;
+    let tried = tried.as_str().expect("the try's text");
+    assert!(tried.contains("香酥鸭"), "{tried}");
+    assert_eq!(
+        app.upstream().requests().len(),
+        2,
+        "the try asked the model"
+    );
+    let count = app
+        .admin(reqwest::Method::GET, "/admin/cache/recipe")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(json_of(count).await["entries"], 0, "a try keeps no answer");
+
     let png = browser.screenshot().await;
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
     let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/admin-editor.png");
