@@ -337,7 +337,8 @@ fn check(config: &Config, warnings: &[String]) -> ExitCode {
 /// restart. A warning, not a problem: `serve` runs with any Redis, or none
 /// reachable.
 fn redis_note(settings: &crate::config::RedisSettings) -> String {
-    let Ok(redis) = crate::fleet::Redis::new(settings, crate::ops::metrics::Metrics::new()) else {
+    let Ok(redis) = crate::fleet::Redis::new(settings, crate::engine::metrics::Metrics::new())
+    else {
         return "warning LADLE_REDIS_URL: cannot set up a connection".to_owned();
     };
     match redis.block_on(redis.persistent()) {

@@ -18,7 +18,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::background::{Background, Continue};
 use crate::config::settings::invalid;
 use crate::config::{RedisSettings, StartError};
-use crate::ops::metrics::Metrics;
+use crate::engine::metrics::Metrics;
 use crate::wall::unix_millis;
 
 /// Longest wait for one Redis call: short next to any request's budget, long

@@ -38,33 +38,27 @@
 
 pub mod app;
 pub mod background;
-pub mod breaker;
 pub mod budget;
-pub mod bulkhead;
 pub mod cache;
 pub mod cli;
 pub mod clients;
 pub mod completion;
 pub mod config;
 pub mod demo;
+pub mod engine;
 pub mod error;
-pub mod failure;
 pub mod fleet;
 pub mod idempotency;
 pub mod jobs;
-pub mod nesting;
-pub mod normalize;
 pub mod ops;
 pub mod prompts;
 pub mod relay;
 pub mod request;
-pub mod retry;
 pub mod routes;
 pub mod server;
 mod start;
 pub mod state;
 pub mod state_file;
-pub mod trace;
 pub mod upstream;
 pub mod wall;
 

@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use super::{AnswerCache, AnswerKey, CacheControl, CachePolicy, Kept, MAX_KEPT_BYTES};
 use crate::completion::{Cached, Finished, Progress};
+use crate::engine::metrics::Metrics;
 use crate::ops::facts::LateWord;
-use crate::ops::metrics::Metrics;
 use crate::wall::unix_millis;
 
 /// What the cache does for one task request.

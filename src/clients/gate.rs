@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
 use super::Clients;
-use crate::bulkhead::Slot;
+use crate::engine::bulkhead::Slot;
 use crate::error::ApiError;
 
 /// Who made the request: the client key's name (`""` when no key was accepted).

@@ -26,11 +26,11 @@ use tokio::time::Instant;
 
 use self::bucket::Bucket;
 use self::file::{ClientKey, KeySet};
-use crate::bulkhead::{Bulkheads, Slot};
 use crate::config::ConfigError;
 use crate::config::settings::invalid;
+use crate::engine::bulkhead::{Bulkheads, Slot};
+use crate::engine::metrics::Metrics;
 use crate::error::ApiError;
-use crate::ops::metrics::Metrics;
 
 /// The setting that names the file.
 const KEY: &str = "LADLE_CLIENT_KEYS_FILE";

@@ -11,7 +11,7 @@ pub use choice::{ChoiceAnswer, Logprobs, Piece, ToolCall};
 
 use serde_json::Value;
 
-use crate::failure::FailureKind;
+use crate::engine::failure::FailureKind;
 use crate::upstream::chunk::{Chunk, Meta};
 
 /// The most choices (`n`) an answer ladle assembles may have.

@@ -19,8 +19,8 @@ use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::phases::Phases;
 pub use crate::config::AttemptTimeouts;
-use crate::failure::{AttemptFailure, FailureKind, Refusal};
-use crate::retry::Deadline;
+use crate::engine::failure::{AttemptFailure, FailureKind, Refusal};
+use crate::engine::retry::Deadline;
 use crate::upstream::chunk::{self, Chunk, Parsed};
 use crate::upstream::sse::SseDecoder;
 use crate::upstream::{BodyKind, Outgoing, Upstream};

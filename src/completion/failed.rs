@@ -8,10 +8,10 @@ use tokio::time::Instant;
 
 use super::recent::Ended;
 use super::{Completion, Phase, Progress};
-use crate::breaker::Counted;
+use crate::engine::breaker::Counted;
+use crate::engine::failure::{AttemptFailure, Classified, Outcome};
+use crate::engine::retry::{Decision, Failed, FailureClass, GiveUp};
 use crate::error::ApiError;
-use crate::failure::{AttemptFailure, Classified, Outcome};
-use crate::retry::{Decision, Failed, FailureClass, GiveUp};
 use crate::upstream::order::Next;
 
 impl Completion {

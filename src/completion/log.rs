@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::phases::Phases;
 use super::{Completion, Phase};
-use crate::failure::{FailureKind, Outcome};
+use crate::engine::failure::{FailureKind, Outcome};
 
 impl Completion {
     /// Back-off time actually spent: whole waits, and the part of the current one

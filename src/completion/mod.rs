@@ -40,12 +40,12 @@ use self::answer::Answer;
 use self::attempt::{Attempt, OpenFailed, Received};
 use self::phases::Phases;
 use self::recent::InAttempt;
-use crate::breaker::Counted;
-use crate::bulkhead::Slot;
+use crate::engine::breaker::Counted;
+use crate::engine::bulkhead::Slot;
+use crate::engine::failure::{AttemptFailure, Classified, FailureKind, Outcome};
+use crate::engine::metrics::{InflightGuard, Spent};
+use crate::engine::normalize;
 use crate::error::ApiError;
-use crate::failure::{AttemptFailure, Classified, FailureKind, Outcome};
-use crate::normalize;
-use crate::ops::metrics::{InflightGuard, Spent};
 use crate::upstream::Upstream;
 use crate::upstream::order::UpstreamOrder;
 
@@ -71,7 +71,7 @@ enum Phase {
 }
 
 /// The wait for the slots a request needs.
-type QueueWait = BoxFuture<'static, Result<crate::bulkhead::Slots, ApiError>>;
+type QueueWait = BoxFuture<'static, Result<crate::engine::bulkhead::Slots, ApiError>>;
 
 /// The state of one request's attempt loop.
 pub struct Completion {
@@ -85,7 +85,7 @@ pub struct Completion {
     /// The failure the pending retry follows, classified.
     last_failure: Option<(AttemptFailure, Classified)>,
     attempt: u32,
-    permit: Option<crate::bulkhead::Slots>,
+    permit: Option<crate::engine::bulkhead::Slots>,
     /// The current attempt's slot on its upstream (by index), if the upstream
     /// has a `max_inflight`; given back when the attempt ends.
     upstream_slot: Option<(usize, Slot)>,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::ops::metrics::{Metrics, Phase};
+use crate::engine::metrics::{Metrics, Phase};
 use crate::upstream::dial::Dialed;
 
 /// The points of one attempt, as far as it got.

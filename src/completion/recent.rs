@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::failure::Outcome;
+use crate::engine::failure::Outcome;
 
 /// How many ended attempts are remembered per upstream.
 pub const KEPT: usize = 100;

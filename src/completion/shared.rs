@@ -10,12 +10,12 @@ use tokio::time::Instant;
 
 use super::attempt::AttemptTimeouts;
 use super::recent::Recent;
-use crate::breaker::{Admission, Breaker, Counted, State, Transition};
 use crate::budget::Budget;
-use crate::bulkhead::Bulkhead;
-use crate::failure::BusyKeywords;
-use crate::ops::metrics::Metrics;
-use crate::retry::Decision;
+use crate::engine::breaker::{Admission, Breaker, Counted, State, Transition};
+use crate::engine::bulkhead::Bulkhead;
+use crate::engine::failure::BusyKeywords;
+use crate::engine::metrics::Metrics;
+use crate::engine::retry::Decision;
 use crate::upstream::Upstream;
 use crate::upstream::order::{Candidate, Next};
 

@@ -3,10 +3,10 @@
 use bytes::Bytes;
 
 use super::answer::Gather;
-use crate::bulkhead::{Bulkhead, Slots};
-use crate::normalize::OutputKind;
-use crate::retry::{Deadline, RetryPolicy};
-use crate::trace::TraceContext;
+use crate::engine::bulkhead::{Bulkhead, Slots};
+use crate::engine::normalize::OutputKind;
+use crate::engine::retry::{Deadline, RetryPolicy};
+use crate::engine::trace::TraceContext;
 
 /// One request to complete: what to send, under which rules, gathering what.
 pub struct Spec {

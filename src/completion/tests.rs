@@ -16,12 +16,12 @@ use tokio::time::{Instant, sleep};
 use super::{Completion, CompletionRoute, Gather, Progress, SharedUpstreams, Spec, UpstreamGuards};
 use crate::budget::{BudgetSettings, RetryBudget};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
+use crate::engine::failure::BusyKeywords;
+use crate::engine::failure::FailureKind;
+use crate::engine::metrics::Metrics;
+use crate::engine::retry::{Deadline, RetryPolicy};
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
-use crate::failure::BusyKeywords;
-use crate::failure::FailureKind;
-use crate::ops::metrics::Metrics;
-use crate::retry::{Deadline, RetryPolicy};
-use crate::trace::TraceContext;
 use crate::upstream::{BodyKind, Outgoing, Transport, Upstream, UpstreamResponse};
 
 const S: Duration = Duration::from_secs(1);
@@ -121,7 +121,7 @@ async fn run(
             first_output: None,
         },
         busy_keywords: BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS),
-        inflight: crate::bulkhead::Bulkhead::global(1, Metrics::new()),
+        inflight: crate::engine::bulkhead::Bulkhead::global(1, Metrics::new()),
         queue_timeout: 2 * S,
         metrics: Metrics::new(),
     };
@@ -209,7 +209,7 @@ async fn thirty_silent_seconds_before_any_output_are_retried_like_busy() {
     assert!(matches!(
         &progress[1],
         Progress::Retry {
-            reason: crate::failure::RetryReason::NotStarted,
+            reason: crate::engine::failure::RetryReason::NotStarted,
             ..
         }
     ));

@@ -10,11 +10,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::breaker::BreakerSettings;
 use crate::budget::settings::BudgetSettings;
-use crate::failure::BusyKeywords;
+use crate::engine::breaker::BreakerSettings;
+use crate::engine::failure::BusyKeywords;
+use crate::engine::retry::RetryPolicy;
 use crate::ops::telemetry::LogFormat;
-use crate::retry::RetryPolicy;
 
 use self::settings::{Millis, Sources, invalid};
 

@@ -8,8 +8,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use crate::engine::trace::TraceId;
 use crate::ops::request_id::RequestId;
-use crate::trace::TraceId;
 
 /// The contract error code a response carries, set where errors are rendered and
 /// read by the request observer for its log line.

@@ -3,7 +3,7 @@ use super::*;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use crate::failure::{AttemptFailure, BusyKeywords, FailureKind, Refusal};
+use crate::engine::failure::{AttemptFailure, BusyKeywords, FailureKind, Refusal};
 
 fn status(status: u16, message: &str) -> FailureKind {
     FailureKind::Status(Box::new(Refusal::text(status, message)))

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{ApiError, UpstreamRefusal};
-use crate::failure::{AttemptFailure, Classified, FailureKind, Refusal};
-use crate::retry::FailureClass;
+use crate::engine::failure::{AttemptFailure, Classified, FailureKind, Refusal};
+use crate::engine::retry::FailureClass;
 
 /// The most characters of the upstream's message an error body shows.
 const MAX_REFUSAL_MESSAGE: usize = 500;

@@ -20,7 +20,7 @@ use self::looks::{account, busy_clients};
 use super::waiters::{LOOK_EVERY, Place, Seen, Waiters};
 use super::{Job, JobStore, Moved};
 use crate::background::Background;
-use crate::ops::metrics::Metrics;
+use crate::engine::metrics::Metrics;
 use crate::ops::telemetry::NULL;
 use crate::wall::unix_millis;
 

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Job, JobStore};
-use crate::ops::metrics::Metrics;
+use crate::engine::metrics::Metrics;
 
 /// How often the watched jobs are read without news of a change (a change made
 /// on another replica is seen within this).

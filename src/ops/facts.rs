@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::time::Instant;
 
-use crate::retry::Deadline;
+use crate::engine::retry::Deadline;
 
 /// What a completion route adds to its request's log line: the effective deadline,
 /// and with an `Idempotency-Key` the key and what it led to.

@@ -32,14 +32,14 @@ use tokio::time::Instant;
 use tower::{Layer, Service};
 
 use super::facts::{Arrival, CompletionNote, LateWord};
-use super::metrics::{Metrics, Took};
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
 use crate::completion::CompletionRoute;
+use crate::engine::metrics::{Metrics, Took};
+use crate::engine::trace::{TraceContext, TraceId};
 use crate::error::{AnsweredOn, ApiError, ErrorCode};
 use crate::server::connection::Connection;
-use crate::trace::{TraceContext, TraceId};
 
 /// Observes every route it wraps (a router layer, so the matched route is known).
 #[derive(Clone)]

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 pub use super::place::PromptError;
 use super::place::{describe, template_error, toml_error};
 use crate::cache::CachePolicy;
-use crate::normalize::OutputKind;
+use crate::engine::normalize::OutputKind;
 
 /// A compiled prompt template, ready to render.
 #[derive(Debug)]

@@ -146,10 +146,10 @@ pub fn json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
         ApiError::InvalidRequest(format!("body is not the expected JSON: {e}"))
     };
     let text = std::str::from_utf8(bytes).map_err(|e| invalid(&e))?;
-    if crate::nesting::text_too_deep(bytes) {
+    if crate::engine::nesting::text_too_deep(bytes) {
         return Err(ApiError::InvalidRequest(format!(
             "body nests deeper than {} levels",
-            crate::nesting::MOST_LEVELS
+            crate::engine::nesting::MOST_LEVELS
         )));
     }
     serde_json::from_str(text).map_err(|e| invalid(&e))

@@ -8,9 +8,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::task_call;
-use crate::bulkhead::Entry;
 use crate::cache::CacheControl;
 use crate::completion::CompletionRoute;
+use crate::engine::bulkhead::Entry;
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;

@@ -22,19 +22,19 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::bulkhead::Bulkhead;
 use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
 use crate::completion::{Completion, Finished, Gather, Progress, Spec};
 use crate::config::Config;
+use crate::engine::bulkhead::Bulkhead;
+use crate::engine::retry::{Deadline, RetryPolicy};
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::idempotency;
 use crate::ops::facts::{CompletionNote, LateWord};
 use crate::prompts::Prompt;
 use crate::relay::Reply;
-use crate::retry::{Deadline, RetryPolicy};
 use crate::state::AppState;
-use crate::trace::TraceContext;
 
 /// What a completion route extracted: everything the request needs from here on.
 pub struct Call {

@@ -10,11 +10,11 @@ use tokio::time::Instant;
 use super::Call;
 use super::body::ChatBody;
 use crate::cache::{AnswerKey, CacheControl};
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::prompts::render;
 use crate::relay::Reply;
 use crate::state::AppState;
-use crate::trace::TraceContext;
 
 /// The task `reply.route` names, with `variables`, as a `Call` arriving at
 /// `arrived`; `key` is its idempotency key, if any.

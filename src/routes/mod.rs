@@ -21,11 +21,11 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use crate::clients::gate::Caller;
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::ops::facts::CompletionNote;
 use crate::ops::request_body::{self, BodyTimedOut, BodyTooLarge};
 pub use crate::request::body::json;
-use crate::trace::TraceContext;
 
 /// A JSON body, read within the body limit and parsed whatever the content type
 /// says (`curl -d` sends form encoding by default); failures are contract errors.

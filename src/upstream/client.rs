@@ -23,7 +23,7 @@ use super::dial::TimeConnects;
 use super::{Outgoing, Transport, UpstreamResponse, body_kind, retry_after};
 use crate::config::settings::invalid;
 use crate::config::{Config, ConfigError, Secret, UpstreamProxy};
-use crate::failure::FailureKind;
+use crate::engine::failure::FailureKind;
 
 /// How an upstream is reached, besides its URL.
 #[derive(Debug, Clone, Default)]
@@ -54,8 +54,8 @@ impl ClientOptions {
 }
 
 /// The trace context's headers (W3C Trace Context).
-const TRACEPARENT: HeaderName = HeaderName::from_static(crate::trace::TRACEPARENT);
-const TRACESTATE: HeaderName = HeaderName::from_static(crate::trace::TRACESTATE);
+const TRACEPARENT: HeaderName = HeaderName::from_static(crate::engine::trace::TRACEPARENT);
+const TRACESTATE: HeaderName = HeaderName::from_static(crate::engine::trace::TRACESTATE);
 
 /// Idle pooled connections are closed after this long.
 const POOL_IDLE: Duration = Duration::from_secs(60);

@@ -27,7 +27,7 @@ pub use self::client::{ClientOptions, check_options, on_worker_thread};
 use self::client::HttpTransport;
 use self::dial::Dialed;
 use crate::config::{ConfigError, Secret, UpstreamProxy, UpstreamSettings};
-use crate::failure::FailureKind;
+use crate::engine::failure::FailureKind;
 
 /// One OpenAI-compatible upstream.
 pub struct Upstream {

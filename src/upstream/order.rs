@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::retry::NextUpstream;
+use crate::engine::retry::NextUpstream;
 
 /// What the order needs to know of one upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use ladle::normalize::{OutputKind, normalize};
+use ladle::engine::normalize::{OutputKind, normalize};
 use ladle::upstream::chunk::{self, Parsed};
 use ladle::upstream::sse::SseDecoder;
 

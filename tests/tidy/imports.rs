@@ -336,3 +336,49 @@ fn the_reader_sees_every_form_of_a_path_and_finds_the_cycle_each_makes() {
     ];
     assert_eq!(cycles(&import_graph(&calm)), Vec::<String>::new());
 }
+
+/// Every path a file under `engine/` names that lies outside it, as
+/// `file: path`.
+fn outside_the_engine(files: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, code) in files {
+        if !path.starts_with("engine/") {
+            continue;
+        }
+        for named in paths_named(&module_of(path), code) {
+            if !inside(&named, "engine") || named.is_empty() {
+                found.push(format!("{path}: {named}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_engine_names_nothing_outside_it() {
+    assert_eq!(outside_the_engine(&code()), Vec::<String>::new());
+}
+
+#[test]
+fn the_engine_boundary_sees_every_form_of_a_way_out() {
+    let file = |path: &str, code: &str| (path.to_owned(), code.to_owned());
+    let files = [
+        file("engine/a.rs", "use crate::config::Config;\n"),
+        file("engine/p.rs", "use super::super::routes::Thing;\n"),
+        file(
+            "engine/g.rs",
+            "use crate::{engine::retry::Deadline, error::ApiError};\n",
+        ),
+        // A bare child's path stays inside (its parent is inside).
+        file("engine/c/mod.rs", "mod d;\npub use d::Inner;\n"),
+        file("engine/c/d.rs", "use super::super::retry::Deadline;\n"),
+    ];
+    assert_eq!(
+        outside_the_engine(&files),
+        [
+            "engine/a.rs: config::Config",
+            "engine/p.rs: routes::Thing",
+            "engine/g.rs: error::ApiError",
+        ]
+    );
+}

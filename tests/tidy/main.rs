@@ -161,15 +161,15 @@ fn only_the_upstream_module_is_an_http_client() {
 #[test]
 fn pure_modules_do_no_io_and_read_no_clock() {
     let pure = listed(&[
-        "retry/",
-        "failure/",
-        "breaker/",
+        "engine/retry/",
+        "engine/failure/",
+        "engine/breaker/",
         "budget/mod.rs",
         "budget/local.rs",
         "upstream/sse.rs",
         "upstream/chunk.rs",
         "upstream/order.rs",
-        "normalize/",
+        "engine/normalize/",
         "prompts/spec.rs",
         "prompts/render.rs",
         "config/",

@@ -19,7 +19,7 @@ use rusqlite::Connection;
 
 use super::StoreDown;
 use crate::config::ConfigError;
-use crate::ops::metrics::Metrics;
+use crate::engine::metrics::Metrics;
 use crate::state_file::StateFile;
 
 /// What the store keeps beside the file, changed only by calls on the writer

@@ -32,7 +32,7 @@ fn open(
         ttl,
         max_runs,
         1 << 30,
-        crate::ops::metrics::Metrics::new(),
+        crate::engine::metrics::Metrics::new(),
     )
 }
 

@@ -13,8 +13,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderValue};
 
 use super::{WebhookSettings, body};
 use crate::background::{Background, Continue};
+use crate::engine::metrics::Metrics;
 use crate::jobs::{DeliveryStatus, Job, JobStore};
-use crate::ops::metrics::Metrics;
 use crate::wall::unix_millis;
 
 /// How long an attempt may take before it counts as failed.

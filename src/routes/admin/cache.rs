@@ -7,10 +7,10 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::auth::{Admin, PromptName};
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::ops::request_id::RequestId;
 use crate::state::AppState;
-use crate::trace::TraceContext;
 
 /// `GET /admin/cache/{task}`: `{"task": …, "entries": N}`.
 pub async fn count(

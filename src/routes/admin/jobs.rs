@@ -8,11 +8,11 @@ use axum::extract::{Path, State};
 use serde_json::Value;
 
 use super::auth::Admin;
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::jobs::{Redelivered, record};
 use crate::ops::request_id::RequestId;
 use crate::state::AppState;
-use crate::trace::TraceContext;
 use crate::wall::unix_millis;
 
 /// `200` with the job, its webhook `pending` again; `404 job_not_found`;

@@ -25,15 +25,15 @@ use serde_json::{Map, Value, json};
 
 use self::auth::{Admin, PromptName};
 use super::{JsonBody, read_body};
+use crate::engine::normalize::OutputKind;
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
-use crate::normalize::OutputKind;
 use crate::ops::request_id::RequestId;
 use crate::prompts::Version;
 use crate::prompts::render;
 use crate::prompts::spec::{MAX_SOURCE_BYTES, RenderFailed};
 use crate::prompts::{Prompt, PromptStore, StoreError};
 use crate::state::AppState;
-use crate::trace::TraceContext;
 
 /// The editor page, embedded in the binary.
 const PAGE: &str = include_str!("../admin_page.html");

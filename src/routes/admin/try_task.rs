@@ -11,13 +11,13 @@ use serde_json::{Map, Value};
 use super::auth::{Admin, PromptName};
 use crate::cache::CacheControl;
 use crate::completion::CompletionRoute;
+use crate::engine::trace::TraceContext;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
 use crate::relay::{Reply, ResponseShape};
 use crate::request::{self, task_call};
 use crate::routes::{JsonBody, noted};
 use crate::state::AppState;
-use crate::trace::TraceContext;
 
 /// Runs the saved prompt `name` with the body's variables, as named events.
 pub async fn try_task(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ladle::breaker::BreakerSettings;
+use ladle::engine::breaker::BreakerSettings;
 use tokio::time::Instant;
 
 use crate::support::mock_upstream::*;

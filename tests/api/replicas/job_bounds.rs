@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
+use ladle::engine::metrics::Metrics;
 use ladle::fleet::Redis;
 use ladle::jobs::redis::RedisJobs;
 use ladle::jobs::{Job, JobRequest, JobStore, RunEnd, Submitted, record};
-use ladle::ops::metrics::Metrics;
 use ladle::wall::unix_millis;
 use serde_json::{Map, json};
 

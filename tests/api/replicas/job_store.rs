@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ladle::engine::metrics::Metrics;
 use ladle::fleet::Redis;
 use ladle::jobs::redis::RedisJobs;
 use ladle::jobs::{Canceled, Job, JobRequest, JobStatus, JobStore, RunEnd, Submitted, record};
-use ladle::ops::metrics::Metrics;
 use ladle::wall::unix_millis;
 use serde_json::{Map, Value, json};
 

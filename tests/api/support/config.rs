@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ladle::breaker::BreakerSettings;
 use ladle::config::{Config, RedisSettings, Secret, UpstreamProxy, UpstreamSettings};
+use ladle::engine::breaker::BreakerSettings;
 
 use super::redis::RedisServer;
 

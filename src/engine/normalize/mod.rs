@@ -57,7 +57,10 @@ pub enum InvalidOutput {
     #[error("the recipe has no `{0}`")]
     MissingField(&'static str),
     /// The JSON nests deeper than ladle keeps (`nesting::MOST_LEVELS`).
-    #[error("the JSON nests deeper than {} levels", crate::nesting::MOST_LEVELS)]
+    #[error(
+        "the JSON nests deeper than {} levels",
+        crate::engine::nesting::MOST_LEVELS
+    )]
     TooDeep,
 }
 
@@ -69,7 +72,7 @@ pub enum InvalidOutput {
 /// [`InvalidOutput::NotAnObject`] rather than [`InvalidOutput::NoJson`].
 pub fn normalize(kind: OutputKind, text: &str) -> Result<Value, InvalidOutput> {
     let output = normalized(kind, text)?;
-    match crate::nesting::too_deep(&output) {
+    match crate::engine::nesting::too_deep(&output) {
         true => Err(InvalidOutput::TooDeep),
         false => Ok(output),
     }
@@ -144,7 +147,7 @@ mod tests {
 
     #[test]
     fn output_nested_past_the_limit_is_invalid() {
-        let levels = crate::nesting::MOST_LEVELS;
+        let levels = crate::engine::nesting::MOST_LEVELS;
         let nested = |n: usize| format!("答：{}1{}", "[".repeat(n), "]".repeat(n));
         assert!(normalize(OutputKind::Json, &nested(levels)).is_ok());
         assert_eq!(

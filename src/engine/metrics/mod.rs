@@ -22,7 +22,7 @@ pub use timing::Phase;
 use self::help::{describe, register_known};
 use self::labels::{Bounded, Totals};
 use self::requests::RequestSeries;
-use crate::failure::outcome::{Outcome, RetryReason};
+use crate::engine::failure::outcome::{Outcome, RetryReason};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,

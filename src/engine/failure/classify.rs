@@ -10,8 +10,8 @@
 
 use super::outcome::{Outcome, RetryReason};
 use super::{AttemptFailure, BusyKeywords, FailureKind};
-use crate::breaker::Counted;
-use crate::retry::FailureClass;
+use crate::engine::breaker::Counted;
+use crate::engine::retry::FailureClass;
 
 /// What one failure is, for every reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! The contract's failure table, row by row, and what each class gives up as.
 
 use super::*;
-use crate::breaker::Counted;
 use crate::config::DEFAULT_BUSY_KEYWORDS;
-use crate::retry::FailureClass::{self, Busy, Final, NotHere, NotStarted, Other};
+use crate::engine::breaker::Counted;
+use crate::engine::retry::FailureClass::{self, Busy, Final, NotHere, NotStarted, Other};
 
 fn class(kind: FailureKind, output_began: bool) -> FailureClass {
     let busy = BusyKeywords::parse(DEFAULT_BUSY_KEYWORDS);

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
 
-use crate::ops::metrics::{Metrics, ScopedGauge};
+use crate::engine::metrics::{Metrics, ScopedGauge};
 
 /// The bulkheads of one scope, by name.
 pub struct Bulkheads {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::normalize_recipe;
-use crate::normalize::InvalidOutput;
+use crate::engine::normalize::InvalidOutput;
 
 /// Normalizes a recipe written as a `json!` object.
 fn recipe(input: Value) -> Result<Value, InvalidOutput> {

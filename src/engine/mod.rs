@@ -1,0 +1,18 @@
+//! The engine: what decides and does an attempt, knowing no HTTP and naming
+//! nothing outside this folder (a tidy test reads every path). Today it holds the
+//! pure policies and what they count with: the retry policy and the deadline
+//! (`retry`), the circuit breaker (`breaker`), the family of attempt failures and
+//! their one classification (`failure`), bulkheads and the one way in
+//! (`bulkhead`), normalization of the model's text (`normalize`) and the depth
+//! bound it applies (`nesting`), the metrics' handles (`metrics`) and trace
+//! context (`trace`). The edge (routes, the request pipeline, the relays, the
+//! stores) imports from here, never the other way round.
+
+pub mod breaker;
+pub mod bulkhead;
+pub mod failure;
+pub mod metrics;
+pub mod nesting;
+pub mod normalize;
+pub mod retry;
+pub mod trace;
