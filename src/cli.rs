@@ -13,12 +13,12 @@ use tokio::net::TcpListener;
 
 use crate::config::{Config, ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::demo::{self, DemoOptions};
+use crate::engine::upstream;
 use crate::ops::telemetry;
 use crate::prompts::{FileStore, PromptStore};
 use crate::server;
 use crate::state::AppState;
 use crate::state::build_upstreams;
-use crate::upstream::{self, ClientOptions};
 
 /// ladle: a streaming LLM completion gateway.
 #[derive(Debug, Parser)]
@@ -305,7 +305,7 @@ fn check(config: &Config, warnings: &[String]) -> ExitCode {
             "note    LADLE_UPSTREAM_URL (or LADLE_UPSTREAMS) is unset: `serve` needs it, \
              `demo` does not"
         );
-        upstream::check_options(&ClientOptions::from_config(config))
+        upstream::check_options(&crate::state::client_options(config)).map_err(ConfigError::from)
     } else {
         build_upstreams(config).map(drop)
     };

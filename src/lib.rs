@@ -59,7 +59,6 @@ pub mod server;
 mod start;
 pub mod state;
 pub mod state_file;
-pub mod upstream;
 pub mod wall;
 
 /// What the unit tests share.

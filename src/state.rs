@@ -19,6 +19,7 @@ use crate::config::{Config, ConfigError, StartError};
 use crate::engine::breaker::{Breaker, State};
 use crate::engine::bulkhead::{Bulkhead, Bulkheads};
 use crate::engine::metrics::Metrics;
+use crate::engine::upstream::{ClientOptions, Upstream};
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
 use crate::jobs::JobStore;
@@ -27,7 +28,6 @@ use crate::jobs::runner::Runner;
 use crate::jobs::sqlite::SqliteJobs;
 use crate::prompts::{FileStore, PromptStore, RedisPrompts};
 use crate::state_file::StateFile;
-use crate::upstream::{ClientOptions, Upstream};
 
 /// Everything a handler may use, shared: every request clones it (the router,
 /// the middleware), and one count beats one per field.
@@ -247,7 +247,7 @@ pub fn build_upstreams(config: &Config) -> Result<Vec<Arc<Upstream>>, ConfigErro
             "no upstream: set LADLE_UPSTREAM_URL or LADLE_UPSTREAMS",
         ));
     }
-    let options = ClientOptions::from_config(config);
+    let options = client_options(config);
     let several = config.upstreams.len() > 1;
     config
         .upstreams
@@ -260,8 +260,19 @@ pub fn build_upstreams(config: &Config) -> Result<Vec<Arc<Upstream>>, ConfigErro
                         "LADLE_UPSTREAMS",
                         format!("upstream `{}`: {e}", settings.name),
                     ),
-                    false => e,
+                    false => ConfigError::from(e),
                 })
         })
         .collect()
+}
+
+/// How the configuration says upstreams are reached, besides their URLs.
+pub fn client_options(config: &Config) -> ClientOptions {
+    ClientOptions {
+        connect_timeout: config.connect_timeout,
+        ca_file: config.upstream_ca_file.clone(),
+        proxy: config.upstream_proxy.clone(),
+        workers: config.worker_threads(),
+        secrets: config.admin_token.iter().cloned().collect(),
+    }
 }

@@ -12,7 +12,7 @@ pub use choice::{ChoiceAnswer, Logprobs, Piece, ToolCall};
 use serde_json::Value;
 
 use crate::engine::failure::FailureKind;
-use crate::upstream::chunk::{Chunk, Meta};
+use crate::engine::upstream::chunk::{Chunk, Meta};
 
 /// The most choices (`n`) an answer ladle assembles may have.
 pub const MAX_CHOICES: u32 = 8;

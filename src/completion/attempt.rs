@@ -21,9 +21,9 @@ use super::phases::Phases;
 pub use crate::config::AttemptTimeouts;
 use crate::engine::failure::{AttemptFailure, FailureKind, Refusal};
 use crate::engine::retry::Deadline;
-use crate::upstream::chunk::{self, Chunk, Parsed};
-use crate::upstream::sse::SseDecoder;
-use crate::upstream::{BodyKind, Outgoing, Upstream};
+use crate::engine::upstream::chunk::{self, Chunk, Parsed};
+use crate::engine::upstream::sse::SseDecoder;
+use crate::engine::upstream::{BodyKind, Outgoing, Upstream};
 
 /// Longest SSE line, and most data in one SSE event, accepted from an upstream.
 pub const MAX_SSE_SIZE: usize = 1 << 20;

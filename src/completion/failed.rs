@@ -11,8 +11,8 @@ use super::{Completion, Phase, Progress};
 use crate::engine::breaker::Counted;
 use crate::engine::failure::{AttemptFailure, Classified, Outcome};
 use crate::engine::retry::{Decision, Failed, FailureClass, GiveUp};
+use crate::engine::upstream::order::Next;
 use crate::error::ApiError;
-use crate::upstream::order::Next;
 
 impl Completion {
     pub(super) fn on_failure(&mut self, failure: AttemptFailure) -> Progress {

@@ -45,9 +45,9 @@ use crate::engine::bulkhead::Slot;
 use crate::engine::failure::{AttemptFailure, Classified, FailureKind, Outcome};
 use crate::engine::metrics::{InflightGuard, Spent};
 use crate::engine::normalize;
+use crate::engine::upstream::Upstream;
+use crate::engine::upstream::order::UpstreamOrder;
 use crate::error::ApiError;
-use crate::upstream::Upstream;
-use crate::upstream::order::UpstreamOrder;
 
 /// Where the loop is. Each phase holds what it waits on, and `poll_next` polls it
 /// in place: the per-chunk step (`Streaming`) builds and moves no future.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::engine::metrics::{Metrics, Phase};
-use crate::upstream::dial::Dialed;
+use crate::engine::upstream::dial::Dialed;
 
 /// The points of one attempt, as far as it got.
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::answer::ChoiceAnswer;
 use super::attempt::Received;
 use crate::engine::failure::RetryReason;
+use crate::engine::upstream::chunk::Meta;
 use crate::error::ApiError;
-use crate::upstream::chunk::Meta;
 
 /// What happens, in order, as a request is completed.
 #[derive(Debug)]

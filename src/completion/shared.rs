@@ -16,8 +16,8 @@ use crate::engine::bulkhead::Bulkhead;
 use crate::engine::failure::BusyKeywords;
 use crate::engine::metrics::Metrics;
 use crate::engine::retry::Decision;
-use crate::upstream::Upstream;
-use crate::upstream::order::{Candidate, Next};
+use crate::engine::upstream::Upstream;
+use crate::engine::upstream::order::{Candidate, Next};
 
 /// What every completion shares.
 pub struct SharedUpstreams {

@@ -12,9 +12,9 @@ use super::attempt::{Attempt, Timers};
 use super::{Completion, Phase, Progress, QueueWait};
 use crate::engine::breaker::Admission;
 use crate::engine::bulkhead::{Entry, Slot, Slots};
+use crate::engine::upstream::Outgoing;
+use crate::engine::upstream::order::UpstreamOrder;
 use crate::error::ApiError;
-use crate::upstream::Outgoing;
-use crate::upstream::order::UpstreamOrder;
 
 impl Completion {
     /// Where the request's slots come from: its task's bulkhead and the global one.

@@ -21,8 +21,8 @@ use crate::engine::failure::FailureKind;
 use crate::engine::metrics::Metrics;
 use crate::engine::retry::{Deadline, RetryPolicy};
 use crate::engine::trace::TraceContext;
+use crate::engine::upstream::{BodyKind, Outgoing, Transport, Upstream, UpstreamResponse};
 use crate::error::ApiError;
-use crate::upstream::{BodyKind, Outgoing, Transport, Upstream, UpstreamResponse};
 
 const S: Duration = Duration::from_secs(1);
 

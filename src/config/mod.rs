@@ -14,6 +14,7 @@ use crate::budget::settings::BudgetSettings;
 use crate::engine::breaker::BreakerSettings;
 use crate::engine::failure::BusyKeywords;
 use crate::engine::retry::RetryPolicy;
+use crate::engine::upstream::settings::SetupError;
 use crate::ops::telemetry::LogFormat;
 
 use self::settings::{Millis, Sources, invalid};
@@ -22,16 +23,14 @@ mod fleet;
 mod jobs;
 mod proxy;
 mod resilience;
-mod secret;
 pub mod settings;
 mod upstreams;
 
+pub use crate::engine::secret::Secret;
+pub use crate::engine::upstream::settings::{UpstreamProxy, UpstreamSettings};
 pub use fleet::RedisSettings;
 pub use jobs::JobSettings;
-pub use proxy::UpstreamProxy;
 pub use resilience::BreakerMode;
-pub use secret::Secret;
-pub use upstreams::UpstreamSettings;
 
 /// The most worker threads `serve` may run (`LADLE_WORKERS`): each has its own
 /// runtime, client pool and stacks.
@@ -140,6 +139,15 @@ pub enum ConfigError {
     /// otherwise be accepted and do nothing).
     #[error("config file: unknown key `{0}`")]
     UnknownKey(String),
+}
+
+impl From<SetupError> for ConfigError {
+    fn from(error: SetupError) -> Self {
+        ConfigError::Invalid {
+            key: error.key,
+            problem: error.problem,
+        }
+    }
 }
 
 /// Why the app could not be built from a valid configuration.

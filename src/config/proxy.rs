@@ -1,20 +1,7 @@
-//! `LADLE_UPSTREAM_PROXY` and an upstream's `proxy`: the environment's proxies,
-//! none, or an explicit URL that may hold credentials (a secret).
+//! `LADLE_UPSTREAM_PROXY` and an upstream's `proxy`, read: the environment's
+//! proxies, none, or an explicit URL that may hold credentials (a secret).
 
-use super::{ConfigError, Secret, invalid};
-
-/// Which proxy the upstream is reached through (`LADLE_UPSTREAM_PROXY`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum UpstreamProxy {
-    /// Unset: the standard `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY`
-    /// variables apply, as for any reqwest client.
-    #[default]
-    FromEnvironment,
-    /// `none`: no proxy, whatever the environment says.
-    Off,
-    /// An explicit `http://`, `https://` or `socks5://` URL; it may hold credentials.
-    Url(Secret),
-}
+use super::{ConfigError, Secret, UpstreamProxy, invalid};
 
 impl UpstreamProxy {
     pub(super) fn parse(text: &str) -> Result<Self, ConfigError> {

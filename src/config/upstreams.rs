@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::settings::Sources;
-use super::{ConfigError, Secret, UpstreamProxy, invalid};
+use super::{ConfigError, Secret, UpstreamProxy, UpstreamSettings, invalid};
 
 /// The key every error of the list names.
 const KEY: &str = "LADLE_UPSTREAMS";
@@ -23,46 +23,6 @@ const FIELDS: [&str; 9] = [
     "attempts",
     "max_inflight",
 ];
-
-/// One upstream, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamSettings {
-    /// `^[a-z0-9][a-z0-9_-]{0,31}$`; in metrics, logs, events and `meta`.
-    pub name: String,
-    /// Base URL; requests go to `{url}/chat/completions`.
-    pub url: String,
-    /// Sent as `Authorization: Bearer …`.
-    pub api_key: Secret,
-    /// The proxy to this upstream.
-    pub proxy: UpstreamProxy,
-    /// Replaces the `model` of every call to this upstream.
-    pub model: Option<String>,
-    /// Lower is tried first.
-    pub priority: u32,
-    /// Shares first attempts among usable upstreams of one priority.
-    pub weight: u32,
-    /// Attempts in a row this upstream gets before a retry moves on (6.1).
-    pub attempts: u32,
-    /// Attempts in flight to it at once on this replica (contract 8).
-    pub max_inflight: Option<u32>,
-}
-
-impl UpstreamSettings {
-    /// The single-upstream settings' shorthand: one upstream named `default`.
-    pub fn single(url: &str, api_key: Secret, proxy: UpstreamProxy) -> Self {
-        UpstreamSettings {
-            name: "default".to_owned(),
-            url: url.to_owned(),
-            api_key,
-            proxy,
-            model: None,
-            priority: 0,
-            weight: 1,
-            attempts: 1,
-            max_inflight: None,
-        }
-    }
-}
 
 /// The upstreams (the list, or the single-upstream settings as one named
 /// `default`; never both), and the proxy setting.

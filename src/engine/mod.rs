@@ -4,8 +4,9 @@
 //! (`retry`), the circuit breaker (`breaker`), the family of attempt failures and
 //! their one classification (`failure`), bulkheads and the one way in
 //! (`bulkhead`), normalization of the model's text (`normalize`) and the depth
-//! bound it applies (`nesting`), the metrics' handles (`metrics`) and trace
-//! context (`trace`). The edge (routes, the request pipeline, the relays, the
+//! bound it applies (`nesting`), the metrics' handles (`metrics`), trace
+//! context (`trace`), and the upstream client with its settings (`upstream`,
+//! `secret`). The edge (routes, the request pipeline, the relays, the
 //! stores) imports from here, never the other way round.
 
 pub mod breaker;
@@ -15,4 +16,6 @@ pub mod metrics;
 pub mod nesting;
 pub mod normalize;
 pub mod retry;
+pub mod secret;
 pub mod trace;
+pub mod upstream;

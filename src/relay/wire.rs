@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::completion::Finished;
 use crate::completion::answer::{Answer, ChoiceAnswer, Gather, ToolCall};
-use crate::upstream::chunk::{self, Chunk, Parsed};
+use crate::engine::upstream::chunk::{self, Chunk, Parsed};
 
 /// The end marker of an OpenAI stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";

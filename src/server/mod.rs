@@ -67,7 +67,7 @@ where
         let thread = std::thread::Builder::new()
             .name(format!("ladle-worker-{index}"))
             .spawn(move || {
-                crate::upstream::on_worker_thread(index);
+                crate::engine::upstream::on_worker_thread(index);
                 single_threaded()?.block_on(async move {
                     let shutdown = async move {
                         let _ = stopped.wait_for(|stop| *stop).await;

@@ -7,8 +7,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ladle::engine::normalize::{OutputKind, normalize};
-use ladle::upstream::chunk::{self, Parsed};
-use ladle::upstream::sse::SseDecoder;
+use ladle::engine::upstream::chunk::{self, Parsed};
+use ladle::engine::upstream::sse::SseDecoder;
 
 const STREAM: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),

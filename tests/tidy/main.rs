@@ -153,7 +153,7 @@ fn only_the_attempt_loop_sleeps() {
 fn only_the_upstream_module_is_an_http_client() {
     // And the webhook sender, whose client is reqwest too (contract 7.2).
     for client in ["hyper::client", "tokio_rustls", "reqwest"] {
-        let allowed = ["upstream/", "jobs/webhooks/send.rs"];
+        let allowed = ["engine/upstream/", "jobs/webhooks/send.rs"];
         assert_eq!(offenders(client, &allowed), Vec::<String>::new());
     }
 }
@@ -166,9 +166,9 @@ fn pure_modules_do_no_io_and_read_no_clock() {
         "engine/breaker/",
         "budget/mod.rs",
         "budget/local.rs",
-        "upstream/sse.rs",
-        "upstream/chunk.rs",
-        "upstream/order.rs",
+        "engine/upstream/sse.rs",
+        "engine/upstream/chunk.rs",
+        "engine/upstream/order.rs",
         "engine/normalize/",
         "prompts/spec.rs",
         "prompts/render.rs",
@@ -200,7 +200,13 @@ fn nothing_on_the_request_path_spawns_tasks() {
     // client leaves, so a prompt file is never left half-replaced.
     // A task's template renders on the blocking pool too (`prompts/render.rs`):
     // its step budget bounds it, and the event loop must not wait for it.
-    let request_path = listed(&["routes/", "request/", "relay/", "completion/", "upstream/"]);
+    let request_path = listed(&[
+        "routes/",
+        "request/",
+        "relay/",
+        "completion/",
+        "engine/upstream/",
+    ]);
     for (path, code) in code() {
         if path == listed(&["prompts/render.rs"])[0] {
             assert_eq!(code.matches("spawn").count(), 1, "{path}: only the render");

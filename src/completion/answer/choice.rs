@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::upstream::chunk::{Extra, ToolCallPiece};
+use crate::engine::upstream::chunk::{Extra, ToolCallPiece};
 
 /// One choice's answer so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

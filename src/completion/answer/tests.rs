@@ -1,7 +1,7 @@
 //! Gathering an answer, chunk by chunk.
 
 use super::*;
-use crate::upstream::chunk::Choice;
+use crate::engine::upstream::chunk::Choice;
 
 fn text(index: u32, content: &str) -> Chunk {
     Chunk {
@@ -78,8 +78,8 @@ fn a_kept_stream_gathers_up_to_its_bound_then_stops_without_failing() {
 }
 
 fn parsed(data: &str) -> Chunk {
-    match crate::upstream::chunk::parse(data.as_bytes(), true).expect("valid JSON") {
-        crate::upstream::chunk::Parsed::Chunk(chunk) => chunk,
+    match crate::engine::upstream::chunk::parse(data.as_bytes(), true).expect("valid JSON") {
+        crate::engine::upstream::chunk::Parsed::Chunk(chunk) => chunk,
         other => panic!("expected a chunk, got {other:?}"),
     }
 }

@@ -12,6 +12,7 @@ mod client;
 pub mod dial;
 pub mod order;
 mod redact;
+pub mod settings;
 pub mod sse;
 
 use std::sync::Arc;
@@ -26,8 +27,9 @@ pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
 use self::client::HttpTransport;
 use self::dial::Dialed;
-use crate::config::{ConfigError, Secret, UpstreamProxy, UpstreamSettings};
+use self::settings::{SetupError, UpstreamProxy, UpstreamSettings};
 use crate::engine::failure::FailureKind;
+use crate::engine::secret::Secret;
 
 /// One OpenAI-compatible upstream.
 pub struct Upstream {
@@ -92,7 +94,7 @@ pub struct UpstreamResponse {
 impl Upstream {
     /// An upstream as configured (requests go to `{url}/chat/completions`), through
     /// its own proxy setting.
-    pub fn new(settings: &UpstreamSettings, options: &ClientOptions) -> Result<Self, ConfigError> {
+    pub fn new(settings: &UpstreamSettings, options: &ClientOptions) -> Result<Self, SetupError> {
         let options = ClientOptions {
             proxy: settings.proxy.clone(),
             ..options.clone()

@@ -20,10 +20,10 @@ use reqwest::header::{
 use reqwest::{Client, Method, Request, Url};
 
 use super::dial::TimeConnects;
+use super::settings::{SetupError, UpstreamProxy, invalid};
 use super::{Outgoing, Transport, UpstreamResponse, body_kind, retry_after};
-use crate::config::settings::invalid;
-use crate::config::{Config, ConfigError, Secret, UpstreamProxy};
 use crate::engine::failure::FailureKind;
+use crate::engine::secret::Secret;
 
 /// How an upstream is reached, besides its URL.
 #[derive(Debug, Clone, Default)]
@@ -38,19 +38,6 @@ pub struct ClientOptions {
     pub workers: usize,
     /// Other secrets no upstream text may carry out (the admin token).
     pub secrets: Vec<Secret>,
-}
-
-impl ClientOptions {
-    /// The options the configuration gives.
-    pub fn from_config(config: &Config) -> Self {
-        ClientOptions {
-            connect_timeout: config.connect_timeout,
-            ca_file: config.upstream_ca_file.clone(),
-            proxy: config.upstream_proxy.clone(),
-            workers: config.worker_threads(),
-            secrets: config.admin_token.iter().cloned().collect(),
-        }
-    }
 }
 
 /// The trace context's headers (W3C Trace Context).
@@ -90,7 +77,7 @@ impl HttpTransport {
         base_url: &str,
         api_key: &Secret,
         options: &ClientOptions,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SetupError> {
         let url = completions_url(base_url)?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -155,11 +142,11 @@ impl Transport for HttpTransport {
 }
 
 /// Checks the client settings alone, for `check` without an upstream URL.
-pub fn check_options(options: &ClientOptions) -> Result<(), ConfigError> {
+pub fn check_options(options: &ClientOptions) -> Result<(), SetupError> {
     build_client(options).map(drop)
 }
 
-fn build_client(options: &ClientOptions) -> Result<Client, ConfigError> {
+fn build_client(options: &ClientOptions) -> Result<Client, SetupError> {
     let mut builder = Client::builder()
         .use_rustls_tls()
         .redirect(reqwest::redirect::Policy::none())
@@ -193,7 +180,7 @@ fn build_client(options: &ClientOptions) -> Result<Client, ConfigError> {
 }
 
 /// The certificates of a PEM file; a file without one is an error, not a no-op.
-fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, ConfigError> {
+fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, SetupError> {
     let key = "LADLE_UPSTREAM_CA_FILE";
     let pem = std::fs::read(path)
         .map_err(|e| invalid(key, format!("cannot read {}: {e}", path.display())))?;
@@ -211,7 +198,7 @@ fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, ConfigError
 }
 
 /// `POST {url}/chat/completions`, the URL's query string kept.
-fn completions_url(base_url: &str) -> Result<Url, ConfigError> {
+fn completions_url(base_url: &str) -> Result<Url, SetupError> {
     // The URL is not echoed: its userinfo or query may hold a secret.
     let bad = |why: &str| invalid("LADLE_UPSTREAM_URL", format!("the upstream URL {why}"));
     let mut url = Url::parse(base_url).map_err(|e| bad(&format!("does not parse: {e}")))?;
