@@ -42,7 +42,6 @@ pub mod budget;
 pub mod cache;
 pub mod cli;
 pub mod clients;
-pub mod completion;
 pub mod config;
 pub mod demo;
 pub mod engine;

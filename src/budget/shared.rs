@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Budget, BudgetSettings, Counts, RetryBudget};
 use crate::background::{Background, Continue};
+use crate::engine::budget::{Budget, BudgetSettings, Counts, RetryBudget};
 use crate::fleet::{CALL_TIMEOUT, Redis};
 use crate::wall::unix_millis;
 
@@ -177,4 +177,61 @@ fn lock(budget: &Mutex<SharedBudget>) -> std::sync::MutexGuard<'_, SharedBudget>
     budget
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    fn try_retry(budget: &mut impl Budget, now: Instant) -> bool {
+        let room = budget.has_room(now);
+        if room {
+            budget.withdraw(now);
+        }
+        room
+    }
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn settings(ratio: f64, min_per_s: u32) -> BudgetSettings {
+        BudgetSettings {
+            ratio,
+            min_per_s,
+            window: 10 * S,
+        }
+    }
+
+    #[test]
+    fn the_other_replicas_counts_share_one_budget() {
+        let t0 = Instant::now();
+        let mut budget = SharedBudget::new(settings(0.5, 0));
+        for _ in 0..10 {
+            budget.deposit(t0);
+        }
+        // Alone: 0.5 × 10 = 5 retries. The fleet made 10 more first attempts and
+        // already 12 retries: 0.5 × 20 = 10 < 13, so none is left.
+        budget.set_others(Counts {
+            firsts: 10,
+            retries: 12,
+        });
+        assert!(!try_retry(&mut budget, t0));
+        budget.set_others(Counts {
+            firsts: 10,
+            retries: 4,
+        });
+        let allowed = (0..10).filter(|_| try_retry(&mut budget, t0)).count();
+        assert_eq!(allowed, 6, "10 allowed, 4 made elsewhere");
+        assert_eq!(
+            budget.take_unshared(),
+            Counts {
+                firsts: 10,
+                retries: 6
+            }
+        );
+        assert_eq!(budget.take_unshared(), Counts::default(), "taken once");
+    }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::completion::Output;
+use crate::engine::completion::Output;
 
 /// The version of the stored encoding.
 pub const VERSION: u8 = 1;
@@ -51,7 +51,7 @@ impl Kept {
 mod tests {
     use serde_json::json;
 
-    use crate::completion::Output;
+    use crate::engine::completion::Output;
 
     use super::*;
 

@@ -13,8 +13,9 @@ use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
 use super::{AnswerCache, AnswerKey, CacheControl, CachePolicy, Kept, MAX_KEPT_BYTES};
-use crate::completion::{Cached, Finished, Progress};
+use crate::engine::completion::{Cached, Finished, Progress};
 use crate::engine::metrics::Metrics;
+use crate::error::ApiError;
 use crate::ops::facts::LateWord;
 use crate::wall::unix_millis;
 
@@ -83,16 +84,17 @@ fn around_run(
             let using = using.clone();
             Either::Right(async move { Progress::Finished(using.keep(finished).await) })
         }
-        Progress::Failed(error) => {
+        Progress::Failed(gave_up) => {
+            let retryable = ApiError::from(gave_up.clone()).retryable();
             let answer = match &stale {
-                Some(kept) if error.retryable() => {
+                Some(kept) if retryable => {
                     let cached = Cached::Stale { at: kept.made_at };
                     using.tell(cached);
                     Progress::Finished(kept_answer(kept, cached, attempts, using.arrived))
                 }
                 _ => {
                     using.tell(Cached::Miss);
-                    Progress::Failed(error)
+                    Progress::Failed(gave_up)
                 }
             };
             Either::Left(ready(answer))

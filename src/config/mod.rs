@@ -10,8 +10,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::budget::settings::BudgetSettings;
 use crate::engine::breaker::BreakerSettings;
+use crate::engine::budget::settings::BudgetSettings;
+use crate::engine::completion::attempt::AttemptTimeouts;
 use crate::engine::failure::BusyKeywords;
 use crate::engine::retry::RetryPolicy;
 use crate::engine::upstream::settings::SetupError;
@@ -109,16 +110,6 @@ pub struct Config {
     /// Worker threads of `serve`, each with its own runtime and accept loop (not
     /// in the contract; 0: one per CPU core).
     pub workers: usize,
-}
-
-/// An attempt's own timeouts (`LADLE_IDLE_TIMEOUT_MS`,
-/// `LADLE_FIRST_OUTPUT_TIMEOUT_MS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AttemptTimeouts {
-    /// Longest silence: from sending to the first event, and between events.
-    pub idle: Duration,
-    /// Longest time from the attempt's start to its first output, if set.
-    pub first_output: Option<Duration>,
 }
 
 /// Why the configuration cannot be used; always names the key.

@@ -2,8 +2,8 @@
 
 use super::ConfigError;
 use super::settings::{Millis, Sources, invalid};
-use crate::budget::settings::BudgetSettings;
 use crate::engine::breaker::BreakerSettings;
+use crate::engine::budget::settings::BudgetSettings;
 
 /// `LADLE_BREAKER`: which upstreams get a breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

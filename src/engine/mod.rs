@@ -10,7 +10,9 @@
 //! stores) imports from here, never the other way round.
 
 pub mod breaker;
+pub mod budget;
 pub mod bulkhead;
+pub mod completion;
 pub mod failure;
 pub mod metrics;
 pub mod nesting;

@@ -111,7 +111,16 @@ fn giving_up_maps_each_class_to_its_contract_code() {
     let give_up = |kind: FailureKind, output_began| {
         let failure = AttemptFailure::new(kind);
         let classified = failure.classify(output_began, &BusyKeywords::parse("busy"));
-        ApiError::gave_up(failure, classified, 2, Duration::from_secs(4)).code()
+        let gave_up = crate::engine::completion::GaveUp::Failed {
+            failure,
+            classified,
+            attempts: 2,
+            retry_after: Duration::from_secs(4),
+        };
+        // The engine's own word for its log line is the client's error's code.
+        let code = ApiError::from(gave_up.clone()).code();
+        assert_eq!(gave_up.code(), code, "{gave_up:?}");
+        code
     };
     assert_eq!(give_up(status(503, ""), false), "upstream_busy");
     assert_eq!(give_up(FailureKind::IdleTimeout, false), "upstream_timeout");
@@ -126,4 +135,18 @@ fn giving_up_maps_each_class_to_its_contract_code() {
         give_up(FailureKind::Tls("x".into()), false),
         "upstream_failed"
     );
+}
+
+#[test]
+fn a_completion_that_gave_up_before_any_attempt_has_its_own_error() {
+    use crate::engine::completion::GaveUp;
+    let wait = Duration::from_secs(3);
+    for (gave_up, code) in [
+        (GaveUp::Overloaded { retry_after: wait }, "overloaded"),
+        (GaveUp::Deadline, "deadline_exceeded"),
+        (GaveUp::AllOpen { retry_after: wait }, "upstream_busy"),
+    ] {
+        assert_eq!(gave_up.code(), code);
+        assert_eq!(ApiError::from(gave_up).code(), code);
+    }
 }

@@ -1,20 +1,38 @@
-//! What a request that gave up on its upstreams ends with: the attempt loop's
-//! last failure, as classified, mapped to the contract's error once, here. The
-//! failure family knows nothing of the errors a client is shown.
+//! What a request that gave up ends with: the engine's `GaveUp` (the attempt
+//! loop's last failure, as classified, or a limit that let no attempt begin),
+//! mapped to the contract's error once, here. The engine knows nothing of the
+//! errors a client is shown.
 
 use std::time::Duration;
 
 use super::{ApiError, UpstreamRefusal};
+use crate::engine::completion::GaveUp;
 use crate::engine::failure::{AttemptFailure, Classified, FailureKind, Refusal};
 use crate::engine::retry::FailureClass;
 
 /// The most characters of the upstream's message an error body shows.
 const MAX_REFUSAL_MESSAGE: usize = 500;
 
+impl From<GaveUp> for ApiError {
+    fn from(gave_up: GaveUp) -> Self {
+        match gave_up {
+            GaveUp::Failed {
+                failure,
+                classified,
+                attempts,
+                retry_after,
+            } => ApiError::gave_up(failure, classified, attempts, retry_after),
+            GaveUp::Overloaded { retry_after } => ApiError::Overloaded { retry_after },
+            GaveUp::Deadline => ApiError::DeadlineExceeded,
+            GaveUp::AllOpen { retry_after } => ApiError::UpstreamBusy { retry_after },
+        }
+    }
+}
+
 impl ApiError {
     /// The error a request ends with when it gives up after `failure`, its
     /// `attempts`-th; `retry_after` is the hint for a busy upstream that sent none.
-    pub fn gave_up(
+    fn gave_up(
         failure: AttemptFailure,
         classified: Classified,
         attempts: u32,

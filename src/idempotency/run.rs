@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::RunSlot;
 use crate::background::Background;
-use crate::completion::{Finished, Progress};
+use crate::engine::completion::{Finished, Progress};
 use crate::error::ApiError;
 
 /// Progress steps buffered for a slow client before the run waits for it.
@@ -55,9 +55,9 @@ pub fn detached(
                         }
                     }
                 }
-                Progress::Failed(error) => {
+                Progress::Failed(gave_up) => {
                     if let Some(slot) = slot.take() {
-                        slot.fail(error.clone(), attempts).await;
+                        slot.fail(ApiError::from(gave_up.clone()), attempts).await;
                     }
                 }
                 _ => {}

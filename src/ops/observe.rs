@@ -35,7 +35,7 @@ use super::facts::{Arrival, CompletionNote, LateWord};
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
-use crate::completion::CompletionRoute;
+use crate::engine::completion::CompletionRoute;
 use crate::engine::metrics::{Metrics, Took};
 use crate::engine::trace::{TraceContext, TraceId};
 use crate::error::{AnsweredOn, ApiError, ErrorCode};

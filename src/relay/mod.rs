@@ -22,7 +22,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::completion::{CompletionRoute, Finished, Progress};
+use crate::engine::completion::{CompletionRoute, Finished, Progress};
 use crate::error::ApiError;
 use task_events::ResultBody;
 
@@ -124,7 +124,7 @@ pub async fn outcome(
     while let Some(step) = progress.next().await {
         match step {
             Progress::Finished(finished) => return Ok(finished),
-            Progress::Failed(error) => return Err((error, attempts)),
+            Progress::Failed(gave_up) => return Err((ApiError::from(gave_up), attempts)),
             Progress::Attempt(n) => attempts = n,
             Progress::Chunk(_) | Progress::Retry { .. } => {}
         }

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::wire::{DONE, whole_as_chunk};
-use crate::completion::Progress;
+use crate::engine::completion::Progress;
 use crate::error::ApiError;
 
 /// One step of what an OpenAI stream carries, before and after its commit.
@@ -42,7 +42,7 @@ impl From<Progress> for Step {
             Progress::Attempt(n) => Step::Attempt(n),
             Progress::Retry { .. } => Step::Void,
             Progress::Finished(_) => Step::End(Bytes::from_static(DONE)),
-            Progress::Failed(error) => Step::Failed(error),
+            Progress::Failed(gave_up) => Step::Failed(ApiError::from(gave_up)),
         }
     }
 }

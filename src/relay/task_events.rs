@@ -15,7 +15,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::Reply;
-use crate::completion::{Finished, Output, Progress};
+use crate::engine::completion::{Finished, Output, Progress};
+use crate::error::ApiError;
 use crate::ops::facts::LateWord;
 use crate::wall::rfc3339;
 
@@ -27,8 +28,8 @@ pub fn streaming(
     let failed = LateWord::default();
     let told = failed.clone();
     let events = progress.flat_map(move |step| {
-        if let Progress::Failed(error) = &step {
-            told.set(error.code());
+        if let Progress::Failed(gave_up) = &step {
+            told.set(gave_up.code());
         }
         stream::iter(events_for(step, &reply))
     });
@@ -82,7 +83,10 @@ fn events_for(step: Progress, reply: &Reply) -> Vec<Event> {
             let data = String::from_utf8_lossy(&text);
             vec![Event::default().event("result").data(data)]
         }
-        Progress::Failed(error) => vec![event("error", &error.body(&reply.request_id))],
+        Progress::Failed(gave_up) => {
+            let error = ApiError::from(gave_up);
+            vec![event("error", &error.body(&reply.request_id))]
+        }
     }
 }
 
@@ -141,7 +145,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::completion::Cached;
+    use crate::engine::completion::Cached;
 
     fn finished(usage: Option<Value>, cache: Option<Cached>) -> Finished {
         Finished {
@@ -182,7 +186,7 @@ mod tests {
         let reply = Reply {
             shape: crate::relay::ResponseShape::TaskEvents,
             request_id: "r-3".into(),
-            route: crate::completion::CompletionRoute::Task("recipe".into()),
+            route: crate::engine::completion::CompletionRoute::Task("recipe".into()),
             model: "glm".into(),
             keep_alive: None,
         };

@@ -5,8 +5,8 @@
 use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
-use crate::completion::Finished;
-use crate::completion::answer::{Answer, ChoiceAnswer, Gather, ToolCall};
+use crate::engine::completion::Finished;
+use crate::engine::completion::answer::{Answer, ChoiceAnswer, Gather, ToolCall};
 use crate::engine::upstream::chunk::{self, Chunk, Parsed};
 
 /// The end marker of an OpenAI stream.

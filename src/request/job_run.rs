@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use super::task_call;
 use crate::cache::CacheControl;
-use crate::completion::CompletionRoute;
 use crate::engine::bulkhead::Entry;
+use crate::engine::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;

@@ -24,9 +24,9 @@ use tokio::time::Instant;
 
 use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
-use crate::completion::{Completion, Finished, Gather, Progress, Spec};
 use crate::config::Config;
 use crate::engine::bulkhead::Bulkhead;
+use crate::engine::completion::{Completion, Finished, Gather, Progress, Spec};
 use crate::engine::retry::{Deadline, RetryPolicy};
 use crate::engine::trace::TraceContext;
 use crate::error::ApiError;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::task_call;
-use crate::completion::CompletionRoute;
+use crate::engine::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::idempotency::{self, Lookup};
 use crate::jobs::{Job, JobRequest, Moved, SubmitKey, Submitted, record};

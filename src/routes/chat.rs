@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use super::{CompletionHeaders, RawBody, noted};
 use crate::cache::CacheControl;
-use crate::completion::CompletionRoute;
-use crate::completion::answer::MAX_CHOICES;
+use crate::engine::completion::CompletionRoute;
+use crate::engine::completion::answer::MAX_CHOICES;
 use crate::error::ApiError;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{CompletionHeaders, JsonBody, noted};
 use crate::cache::CacheControl;
-use crate::completion::CompletionRoute;
+use crate::engine::completion::CompletionRoute;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
 use crate::relay::{Reply, ResponseShape};

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use ladle::budget::BudgetSettings;
 use ladle::config::BreakerMode;
 use ladle::engine::breaker::BreakerSettings;
+use ladle::engine::budget::BudgetSettings;
 
 use crate::support::mock_upstream::*;
 use crate::support::tls::TlsUpstream;

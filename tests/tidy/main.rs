@@ -135,7 +135,7 @@ fn only_the_attempt_loop_sleeps() {
     // rounds (the one owner of background work runs every loop), a repeat's
     // polls of a run on another replica in Redis, and a job read's `wait_ms`.
     let allowed = [
-        "completion/",
+        "engine/completion/",
         "background.rs",
         "idempotency/redis.rs",
         "demo/",
@@ -164,8 +164,8 @@ fn pure_modules_do_no_io_and_read_no_clock() {
         "engine/retry/",
         "engine/failure/",
         "engine/breaker/",
-        "budget/mod.rs",
-        "budget/local.rs",
+        "engine/budget/mod.rs",
+        "engine/budget/local.rs",
         "engine/upstream/sse.rs",
         "engine/upstream/chunk.rs",
         "engine/upstream/order.rs",
@@ -204,7 +204,7 @@ fn nothing_on_the_request_path_spawns_tasks() {
         "routes/",
         "request/",
         "relay/",
-        "completion/",
+        "engine/completion/",
         "engine/upstream/",
     ]);
     for (path, code) in code() {

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::SqliteCache;
 use crate::cache::{AnswerCache, AnswerKey, Kept};
-use crate::completion::Output;
+use crate::engine::completion::Output;
 use crate::state_file::StateFile;
 
 const DAY: Duration = Duration::from_secs(86_400);

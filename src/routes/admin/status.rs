@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::auth::Admin;
-use crate::completion::recent::KEPT;
+use crate::engine::completion::recent::KEPT;
 use crate::state::AppState;
 use crate::wall::unix_millis;
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::auth::{Admin, PromptName};
 use crate::cache::CacheControl;
-use crate::completion::CompletionRoute;
+use crate::engine::completion::CompletionRoute;
 use crate::engine::trace::TraceContext;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use ladle::budget::BudgetSettings;
 use ladle::config::Config;
+use ladle::engine::budget::BudgetSettings;
 
 use crate::support::mock_upstream::*;
 use crate::support::redis::RedisServer;

@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::attempt::AttemptTimeouts;
 use super::recent::Recent;
-use crate::budget::Budget;
 use crate::engine::breaker::{Admission, Breaker, Counted, State, Transition};
+use crate::engine::budget::Budget;
 use crate::engine::bulkhead::Bulkhead;
 use crate::engine::failure::BusyKeywords;
 use crate::engine::metrics::Metrics;

@@ -9,12 +9,11 @@ use tokio::time::{Instant, timeout_at};
 
 use super::answer::{Answer, Gather};
 use super::attempt::{Attempt, Timers};
-use super::{Completion, Phase, Progress, QueueWait};
+use super::{Completion, GaveUp, Phase, Progress, QueueWait};
 use crate::engine::breaker::Admission;
 use crate::engine::bulkhead::{Entry, Slot, Slots};
 use crate::engine::upstream::Outgoing;
 use crate::engine::upstream::order::UpstreamOrder;
-use crate::error::ApiError;
 
 impl Completion {
     /// Where the request's slots come from: its task's bulkhead and the global one.
@@ -42,8 +41,8 @@ impl Completion {
                 .wait(task, Some(limit))
                 .await
                 .map_err(|_| match limit == deadline {
-                    true => ApiError::DeadlineExceeded,
-                    false => ApiError::Overloaded { retry_after },
+                    true => GaveUp::Deadline,
+                    false => GaveUp::Overloaded { retry_after },
                 })
         })
     }
@@ -95,10 +94,7 @@ impl Completion {
 
     /// The wait for the first slot any of the `full` upstreams frees, within the
     /// deadline (`504` past it).
-    fn upstream_wait(
-        &self,
-        full: Vec<usize>,
-    ) -> BoxFuture<'static, Result<(usize, Slot), ApiError>> {
+    fn upstream_wait(&self, full: Vec<usize>) -> BoxFuture<'static, Result<(usize, Slot), GaveUp>> {
         self.shared.metrics.limit_wait("upstream");
         let waits: Vec<_> = full
             .into_iter()
@@ -110,13 +106,13 @@ impl Completion {
         let (deadline, metrics) = (self.spec.deadline.at, self.shared.metrics.clone());
         Box::pin(async move {
             if waits.is_empty() {
-                return Err(ApiError::DeadlineExceeded);
+                return Err(GaveUp::Deadline);
             }
             match timeout_at(deadline, futures_util::future::select_all(waits)).await {
                 Ok(((index, Some(slot)), _, _)) => Ok((index, slot)),
                 _ => {
                     metrics.limit_rejection("upstream");
-                    Err(ApiError::DeadlineExceeded)
+                    Err(GaveUp::Deadline)
                 }
             }
         })
@@ -142,7 +138,12 @@ impl Completion {
             let refused = match self.last_failure.take() {
                 Some((failure, classified)) => {
                     let hint = self.spec.policy.backoff(self.attempt);
-                    ApiError::gave_up(failure, classified, self.attempt, hint)
+                    GaveUp::Failed {
+                        failure,
+                        classified,
+                        attempts: self.attempt,
+                        retry_after: hint,
+                    }
                 }
                 None => self.all_open(now),
             };
@@ -201,8 +202,8 @@ impl Completion {
     }
 
     /// No upstream can be called: every breaker is open (or probing).
-    fn all_open(&self, now: Instant) -> ApiError {
-        ApiError::UpstreamBusy {
+    fn all_open(&self, now: Instant) -> GaveUp {
+        GaveUp::AllOpen {
             retry_after: self.shared.opens_again_in(now),
         }
     }

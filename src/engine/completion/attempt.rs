@@ -18,7 +18,6 @@ use futures_util::stream::BoxStream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::phases::Phases;
-pub use crate::config::AttemptTimeouts;
 use crate::engine::failure::{AttemptFailure, FailureKind, Refusal};
 use crate::engine::retry::Deadline;
 use crate::engine::upstream::chunk::{self, Chunk, Parsed};
@@ -31,6 +30,16 @@ pub const MAX_SSE_SIZE: usize = 1 << 20;
 const MAX_WHOLE_BODY: usize = 8 << 20;
 /// How much of an error body is kept for classification.
 const MAX_ERROR_TEXT: usize = 64 << 10;
+
+/// An attempt's own timeouts (`LADLE_IDLE_TIMEOUT_MS`,
+/// `LADLE_FIRST_OUTPUT_TIMEOUT_MS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptTimeouts {
+    /// Longest silence: from sending to the first event, and between events.
+    pub idle: Duration,
+    /// Longest time from the attempt's start to its first output, if set.
+    pub first_output: Option<Duration>,
+}
 
 /// A data chunk as received, and what it says.
 #[derive(Debug)]

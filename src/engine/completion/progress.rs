@@ -9,7 +9,6 @@ use super::answer::ChoiceAnswer;
 use super::attempt::Received;
 use crate::engine::failure::RetryReason;
 use crate::engine::upstream::chunk::Meta;
-use crate::error::ApiError;
 
 /// What happens, in order, as a request is completed.
 #[derive(Debug)]
@@ -34,7 +33,7 @@ pub enum Progress {
     /// The request succeeded (boxed: rare, and large beside a chunk).
     Finished(Box<Finished>),
     /// The request failed for good.
-    Failed(ApiError),
+    Failed(super::GaveUp),
 }
 
 /// A whole answer.

@@ -7,12 +7,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::recent::Ended;
-use super::{Completion, Phase, Progress};
+use super::{Completion, GaveUp, Phase, Progress};
 use crate::engine::breaker::Counted;
 use crate::engine::failure::{AttemptFailure, Classified, Outcome};
 use crate::engine::retry::{Decision, Failed, FailureClass, GiveUp};
 use crate::engine::upstream::order::Next;
-use crate::error::ApiError;
 
 impl Completion {
     pub(super) fn on_failure(&mut self, failure: AttemptFailure) -> Progress {
@@ -71,7 +70,12 @@ impl Completion {
         self.log_attempt(classified.outcome, Some(&failure.kind), None, throttled);
         self.phase = Phase::Over;
         let hint = self.spec.policy.backoff(self.attempt);
-        Progress::Failed(ApiError::gave_up(failure, classified, self.attempt, hint))
+        Progress::Failed(GaveUp::Failed {
+            failure,
+            classified,
+            attempts: self.attempt,
+            retry_after: hint,
+        })
     }
 
     /// Another attempt follows, on `next`'s upstream, after `wait`.

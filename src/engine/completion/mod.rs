@@ -11,6 +11,7 @@
 pub mod answer;
 pub mod attempt;
 mod failed;
+mod gave_up;
 mod log;
 mod output;
 mod phases;
@@ -21,6 +22,7 @@ mod spec;
 mod start;
 
 pub use answer::Gather;
+pub use gave_up::GaveUp;
 pub use output::Output;
 pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
@@ -47,7 +49,6 @@ use crate::engine::metrics::{InflightGuard, Spent};
 use crate::engine::normalize;
 use crate::engine::upstream::Upstream;
 use crate::engine::upstream::order::UpstreamOrder;
-use crate::error::ApiError;
 
 /// Where the loop is. Each phase holds what it waits on, and `poll_next` polls it
 /// in place: the per-chunk step (`Streaming`) builds and moves no future.
@@ -59,7 +60,7 @@ enum Phase {
     Starting,
     /// Every usable upstream is at its `max_inflight`: waiting for the first slot
     /// any of them frees, within the deadline.
-    UpstreamFull(BoxFuture<'static, Result<(usize, Slot), ApiError>>),
+    UpstreamFull(BoxFuture<'static, Result<(usize, Slot), GaveUp>>),
     /// Sending the request, until the response head is in (or the attempt failed).
     Connecting(BoxFuture<'static, Result<Attempt, OpenFailed>>),
     /// Reading the attempt's answer.
@@ -71,7 +72,7 @@ enum Phase {
 }
 
 /// The wait for the slots a request needs.
-type QueueWait = BoxFuture<'static, Result<crate::engine::bulkhead::Slots, ApiError>>;
+type QueueWait = BoxFuture<'static, Result<crate::engine::bulkhead::Slots, GaveUp>>;
 
 /// The state of one request's attempt loop.
 pub struct Completion {
@@ -221,9 +222,9 @@ impl Completion {
     }
 
     /// The request failed before any attempt (no in-flight slot in time).
-    fn on_refused(&mut self, error: ApiError) -> Progress {
+    fn on_refused(&mut self, gave_up: GaveUp) -> Progress {
         self.phase = Phase::Over;
-        Progress::Failed(error)
+        Progress::Failed(gave_up)
     }
 }
 
@@ -304,7 +305,7 @@ impl Stream for Completion {
         };
         match &progress {
             Progress::Finished(_) => this.log_request("ok"),
-            Progress::Failed(error) => this.log_request(error.code()),
+            Progress::Failed(gave_up) => this.log_request(gave_up.code()),
             _ => {}
         }
         if matches!(progress, Progress::Finished(_) | Progress::Failed(_)) {

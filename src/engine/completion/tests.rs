@@ -13,16 +13,17 @@ use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, stream};
 use tokio::time::{Instant, sleep};
 
-use super::{Completion, CompletionRoute, Gather, Progress, SharedUpstreams, Spec, UpstreamGuards};
-use crate::budget::{BudgetSettings, RetryBudget};
+use super::{
+    Completion, CompletionRoute, Gather, GaveUp, Progress, SharedUpstreams, Spec, UpstreamGuards,
+};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
+use crate::engine::budget::{BudgetSettings, RetryBudget};
 use crate::engine::failure::BusyKeywords;
 use crate::engine::failure::FailureKind;
 use crate::engine::metrics::Metrics;
 use crate::engine::retry::{Deadline, RetryPolicy};
 use crate::engine::trace::TraceContext;
 use crate::engine::upstream::{BodyKind, Outgoing, Transport, Upstream, UpstreamResponse};
-use crate::error::ApiError;
 
 const S: Duration = Duration::from_secs(1);
 
@@ -240,6 +241,7 @@ async fn a_stream_that_never_ends_fails_exactly_at_the_deadline() {
     assert_eq!(started.elapsed(), 120 * S);
     assert!(matches!(
         progress.last(),
-        Some(Progress::Failed(ApiError::DeadlineExceeded))
+        Some(Progress::Failed(GaveUp::Failed { failure, .. }))
+            if failure.kind == crate::engine::failure::FailureKind::Deadline
     ));
 }

@@ -91,33 +91,3 @@ proptest! {
         }
     }
 }
-
-#[test]
-fn the_other_replicas_counts_share_one_budget() {
-    let t0 = Instant::now();
-    let mut budget = SharedBudget::new(settings(0.5, 0));
-    for _ in 0..10 {
-        budget.deposit(t0);
-    }
-    // Alone: 0.5 × 10 = 5 retries. The fleet made 10 more first attempts and
-    // already 12 retries: 0.5 × 20 = 10 < 13, so none is left.
-    budget.set_others(Counts {
-        firsts: 10,
-        retries: 12,
-    });
-    assert!(!try_retry(&mut budget, t0));
-    budget.set_others(Counts {
-        firsts: 10,
-        retries: 4,
-    });
-    let allowed = (0..10).filter(|_| try_retry(&mut budget, t0)).count();
-    assert_eq!(allowed, 6, "10 allowed, 4 made elsewhere");
-    assert_eq!(
-        budget.take_unshared(),
-        Counts {
-            firsts: 10,
-            retries: 6
-        }
-    );
-    assert_eq!(budget.take_unshared(), Counts::default(), "taken once");
-}
