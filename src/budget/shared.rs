@@ -181,29 +181,10 @@ fn lock(budget: &Mutex<SharedBudget>) -> std::sync::MutexGuard<'_, SharedBudget>
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use tokio::time::Instant;
 
     use super::*;
-
-    fn try_retry(budget: &mut impl Budget, now: Instant) -> bool {
-        let room = budget.has_room(now);
-        if room {
-            budget.withdraw(now);
-        }
-        room
-    }
-
-    const S: Duration = Duration::from_secs(1);
-
-    fn settings(ratio: f64, min_per_s: u32) -> BudgetSettings {
-        BudgetSettings {
-            ratio,
-            min_per_s,
-            window: 10 * S,
-        }
-    }
+    use crate::engine::budget::tests::{settings, try_retry};
 
     #[test]
     fn the_other_replicas_counts_share_one_budget() {

@@ -49,4 +49,4 @@ pub trait Budget: Send {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use super::*;
 
 /// A retry if it fits, as the attempt loop makes one.
-fn try_retry(budget: &mut impl Budget, now: Instant) -> bool {
+pub(crate) fn try_retry(budget: &mut impl Budget, now: Instant) -> bool {
     let room = budget.has_room(now);
     if room {
         budget.withdraw(now);
@@ -18,7 +18,8 @@ fn try_retry(budget: &mut impl Budget, now: Instant) -> bool {
 
 const S: Duration = Duration::from_secs(1);
 
-fn settings(ratio: f64, min_per_s: u32) -> BudgetSettings {
+/// Budget knobs over a 10 s window.
+pub(crate) fn settings(ratio: f64, min_per_s: u32) -> BudgetSettings {
     BudgetSettings {
         ratio,
         min_per_s,
