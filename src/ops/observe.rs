@@ -101,10 +101,17 @@ where
         if let Some(connection) = &connection {
             connection.request_began();
         }
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let kind = match route.as_ref().map(MatchedPath::as_str) {
+            Some(CompletionRoute::CHAT) => AnsweredOn::Chat,
+            Some(CompletionRoute::TASK) => AnsweredOn::Task,
+            _ => AnsweredOn::Other,
+        };
         let seen = Seen {
             connection,
             metrics: self.layer.metrics.clone(),
-            route: request.extensions().get::<MatchedPath>().cloned(),
+            route,
+            kind,
             request_id: RequestId::of(&request),
             trace_id,
             method: request.method().clone(),
@@ -147,6 +154,8 @@ struct Seen {
     metrics: Metrics,
     /// The matched route (a shared string); `None` is counted as "unmatched".
     route: Option<MatchedPath>,
+    /// Which kind of route it is: a completion route's errors and timing differ.
+    kind: AnsweredOn,
     request_id: RequestId,
     /// The request's trace (the caller's, or one started here).
     trace_id: TraceId,
@@ -169,13 +178,8 @@ where
             .arrived
             .take()
             .expect("an observed request is answered once");
-        let route = match seen.route.as_ref().map(MatchedPath::as_str) {
-            Some(CompletionRoute::CHAT) => AnsweredOn::Chat,
-            Some(CompletionRoute::TASK) => AnsweredOn::Task,
-            _ => AnsweredOn::Other,
-        };
         let mut response =
-            crate::error::render_error(response, &seen.request_id, seen.trace_id, route);
+            crate::error::render_error(response, &seen.request_id, seen.trace_id, seen.kind);
         let note = response.extensions_mut().remove::<CompletionNote>();
         // A stream's connection is dropped if the stream outlives its deadline,
         // however slowly its client reads.
@@ -281,7 +285,7 @@ impl Drop for Record {
         let client = self.client.as_deref();
         let took = Took {
             elapsed,
-            timed: CompletionRoute::is_pattern(route),
+            timed: seen.kind != AnsweredOn::Other,
         };
         seen.metrics.request(route, self.status, client, took);
         // An error's code, a stream's closing error event's; else whether the body

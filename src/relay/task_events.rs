@@ -49,7 +49,7 @@ fn events_for(step: Progress, reply: &Reply) -> Vec<Event> {
     match step {
         Progress::Attempt(attempt) => vec![event("attempt", &json!({ "attempt": attempt }))],
         Progress::Chunk(received) => {
-            let chunk = received.chunk;
+            let chunk = received.chunk.first;
             let reasoning = chunk
                 .reasoning
                 .map(|text| event("delta", &json!({ "reasoning": text })));

@@ -7,12 +7,12 @@
 
 mod choice;
 
-pub use choice::{ChoiceAnswer, Logprobs, Piece, ToolCall};
+pub use choice::{ChoiceAnswer, Logprobs, ToolCall};
 
 use serde_json::Value;
 
 use crate::engine::failure::FailureKind;
-use crate::engine::upstream::chunk::{Chunk, Meta};
+use crate::engine::upstream::chunk::{Choice, Chunk, Meta};
 
 /// The most choices (`n`) an answer ladle assembles may have.
 pub const MAX_CHOICES: u32 = 8;
@@ -99,24 +99,9 @@ impl Answer {
 
     /// Adds what every choice of a chunk wrote.
     fn absorb_text(&mut self, chunk: &Chunk, limit: usize) -> Result<(), Overflow> {
-        let first = Piece {
-            index: chunk.index,
-            content: chunk.content.as_deref(),
-            reasoning: chunk.reasoning.as_deref(),
-            extra: chunk.extra.as_deref(),
-            finish_reason: chunk.finish_reason.as_deref(),
-        };
-        let more = chunk.more.iter().map(|more| Piece {
-            index: more.index,
-            content: more.content.as_deref(),
-            reasoning: more.reasoning.as_deref(),
-            extra: more.extra.as_deref(),
-            finish_reason: more.finish_reason.as_deref(),
-        });
-        for piece in std::iter::once(first).chain(more) {
-            self.absorb_piece(&piece, limit)?;
-        }
-        Ok(())
+        chunk
+            .choices()
+            .try_for_each(|choice| self.absorb_choice(choice, limit))
     }
 
     /// The first choice's content (what a task's output is made from).
@@ -127,30 +112,30 @@ impl Answer {
             .map_or("", |c| c.content.as_str())
     }
 
-    fn absorb_piece(&mut self, piece: &Piece<'_>, limit: usize) -> Result<(), Overflow> {
-        if !piece.adds() && piece.finish_reason.is_none() {
+    fn absorb_choice(&mut self, choice: &Choice, limit: usize) -> Result<(), Overflow> {
+        let adds = choice.content.is_some() || choice.reasoning.is_some() || choice.extra.is_some();
+        if !adds && choice.finish_reason.is_none() {
             return Ok(());
         }
-        if piece.index >= MAX_CHOICES {
+        if choice.index >= MAX_CHOICES {
             // A finish reason alone of a choice never kept is nothing to keep.
-            return match piece.adds() {
-                true => Err(Overflow::Index(piece.index)),
+            return match adds {
+                true => Err(Overflow::Index(choice.index)),
                 false => Ok(()),
             };
         }
-        let at = match self.choices.iter().position(|c| c.index == piece.index) {
+        let at = match self.choices.iter().position(|c| c.index == choice.index) {
             Some(at) => at,
             None => {
-                self.choices.push(ChoiceAnswer::new(piece.index));
+                self.choices.push(ChoiceAnswer::new(choice.index));
                 self.choices.len() - 1
             }
         };
-        let choice = &mut self.choices[at];
-        choice
-            .absorb(piece, limit)
+        let kept = &mut self.choices[at];
+        kept.absorb(choice, limit)
             .map_err(|_| Overflow::TooLarge(limit))?;
-        if let Some(reason) = piece.finish_reason {
-            choice.finish_reason = Some(reason.to_owned());
+        if let Some(reason) = &choice.finish_reason {
+            kept.finish_reason = Some(reason.clone());
         }
         Ok(())
     }

@@ -241,7 +241,7 @@ impl Attempt {
             self.output_began = true;
             self.phases.output();
         }
-        self.finished |= chunk.finish_reason.is_some();
+        self.finished |= chunk.first.finish_reason.is_some();
         Received { raw, chunk }
     }
 
@@ -289,7 +289,10 @@ impl Attempt {
         self.mode = Mode::Over;
         match parsed {
             Ok(Parsed::Chunk(mut chunk)) => {
-                chunk.finish_reason.get_or_insert_with(|| "stop".to_owned());
+                chunk
+                    .first
+                    .finish_reason
+                    .get_or_insert_with(|| "stop".to_owned());
                 Ok(Some(self.received(None, chunk)))
             }
             Ok(Parsed::Error(message)) => Err(AttemptFailure::new(FailureKind::ErrorChunk(

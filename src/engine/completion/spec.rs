@@ -66,11 +66,6 @@ impl CompletionRoute {
         }
     }
 
-    /// Whether a matched path pattern is a completion route's.
-    pub fn is_pattern(pattern: &str) -> bool {
-        pattern == Self::CHAT || pattern == Self::TASK
-    }
-
     /// The path the request came in on (a task's name filled in).
     pub fn request_path(&self) -> String {
         match self {

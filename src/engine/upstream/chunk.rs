@@ -34,16 +34,8 @@ pub enum Parsed {
 /// choice); further ones (a request with `n` > 1) are in `more`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Chunk {
-    /// The first choice's `index`.
-    pub index: u32,
-    /// Non-empty `content`.
-    pub content: Option<String>,
-    /// Non-empty `reasoning_content` or `reasoning`.
-    pub reasoning: Option<String>,
-    /// `finish_reason`, once the model is done with this choice.
-    pub finish_reason: Option<String>,
-    /// Its refusal, tool-call pieces and log-probabilities, when it has any.
-    pub extra: Option<Box<Extra>>,
+    /// The first choice (an empty one when the chunk has none).
+    pub first: Choice,
     /// The chunk's other choices, if any.
     pub more: Vec<Choice>,
     /// `usage`, when the upstream reports it (boxed, as is `meta`: rare, and a
@@ -64,7 +56,7 @@ pub struct Meta {
     pub system_fingerprint: Option<String>,
 }
 
-/// One more choice of a chunk.
+/// One choice of a chunk.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Choice {
     /// Its `index`.
@@ -91,23 +83,12 @@ impl Choice {
 impl Chunk {
     /// Whether this chunk is output in the contract's sense (in any choice).
     pub fn is_output(&self) -> bool {
-        self.content.is_some()
-            || self.reasoning.is_some()
-            || self.extra.as_deref().is_some_and(Extra::is_output)
-            || self.more.iter().any(Choice::is_output)
+        self.first.is_output() || self.more.iter().any(Choice::is_output)
     }
 
-    /// Every choice of the chunk, the first one included (copies: for the rare
-    /// whole answer).
-    pub fn choices(&self) -> impl Iterator<Item = Choice> + '_ {
-        let first = Choice {
-            index: self.index,
-            content: self.content.clone(),
-            reasoning: self.reasoning.clone(),
-            finish_reason: self.finish_reason.clone(),
-            extra: self.extra.clone(),
-        };
-        std::iter::once(first).chain(self.more.iter().cloned())
+    /// Every choice of the chunk, the first one included.
+    pub fn choices(&self) -> impl Iterator<Item = &Choice> {
+        std::iter::once(&self.first).chain(&self.more)
     }
 }
 
@@ -188,12 +169,7 @@ pub fn parse(data: &[u8], want_meta: bool) -> Result<Parsed, MalformedChunk> {
     };
     let (first, more) = wire.choices;
     if let Some(first) = first {
-        let first = choice(first);
-        chunk.index = first.index;
-        chunk.content = first.content;
-        chunk.reasoning = first.reasoning;
-        chunk.finish_reason = first.finish_reason;
-        chunk.extra = first.extra;
+        chunk.first = choice(first);
     }
     chunk.more = more.into_iter().map(choice).collect();
     Ok(Parsed::Chunk(chunk))

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::engine::upstream::chunk::{Extra, ToolCallPiece};
+use crate::engine::upstream::chunk::{Choice, ToolCallPiece};
 
 /// One choice's answer so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,28 +61,6 @@ pub struct Logprobs {
     pub refusal: Option<Vec<Value>>,
 }
 
-/// What one chunk adds to one choice, borrowed from the chunk.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Piece<'a> {
-    /// The choice's `index`.
-    pub index: u32,
-    /// More content.
-    pub content: Option<&'a str>,
-    /// More reasoning.
-    pub reasoning: Option<&'a str>,
-    /// A refusal, tool-call pieces and log-probabilities.
-    pub extra: Option<&'a Extra>,
-    /// The finish reason, once given.
-    pub finish_reason: Option<&'a str>,
-}
-
-impl Piece<'_> {
-    /// Whether the piece adds anything to keep (a finish reason aside).
-    pub fn adds(&self) -> bool {
-        self.content.is_some() || self.reasoning.is_some() || self.extra.is_some()
-    }
-}
-
 /// A choice passed its bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooLarge;
@@ -96,12 +74,13 @@ impl ChoiceAnswer {
         }
     }
 
-    /// Adds what a piece writes, unless the choice would pass `limit` bytes.
-    pub fn absorb(&mut self, piece: &Piece<'_>, limit: usize) -> Result<(), TooLarge> {
-        let extra = piece.extra;
+    /// Adds what one chunk's choice wrote, unless this choice would pass `limit`
+    /// bytes.
+    pub fn absorb(&mut self, wrote: &Choice, limit: usize) -> Result<(), TooLarge> {
+        let extra = wrote.extra.as_deref();
         let logprobs = extra.and_then(|e| e.logprobs.as_ref());
-        let adding = piece.content.map_or(0, str::len)
-            + piece.reasoning.map_or(0, str::len)
+        let adding = wrote.content.as_ref().map_or(0, String::len)
+            + wrote.reasoning.as_ref().map_or(0, String::len)
             + extra.map_or(0, |e| {
                 e.refusal.as_ref().map_or(0, String::len)
                     + e.tool_calls.iter().map(piece_size).sum::<usize>()
@@ -111,8 +90,10 @@ impl ChoiceAnswer {
             return Err(TooLarge);
         }
         self.size += adding;
-        self.content.push_str(piece.content.unwrap_or_default());
-        self.reasoning.push_str(piece.reasoning.unwrap_or_default());
+        self.content
+            .push_str(wrote.content.as_deref().unwrap_or_default());
+        self.reasoning
+            .push_str(wrote.reasoning.as_deref().unwrap_or_default());
         if let Some(extra) = extra {
             self.refusal
                 .push_str(extra.refusal.as_deref().unwrap_or_default());

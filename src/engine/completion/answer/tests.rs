@@ -5,8 +5,11 @@ use crate::engine::upstream::chunk::Choice;
 
 fn text(index: u32, content: &str) -> Chunk {
     Chunk {
-        index,
-        content: Some(content.into()),
+        first: Choice {
+            index,
+            content: Some(content.into()),
+            ..Choice::default()
+        },
         ..Chunk::default()
     }
 }
@@ -17,9 +20,12 @@ fn choices_are_gathered_apart_by_index() {
     answer.absorb(&text(0, "AAA")).expect("fits");
     answer.absorb(&text(1, "aaa")).expect("fits");
     let both = Chunk {
-        index: 0,
-        content: Some(" BBB".into()),
-        finish_reason: Some("stop".into()),
+        first: Choice {
+            index: 0,
+            content: Some(" BBB".into()),
+            finish_reason: Some("stop".into()),
+            ..Choice::default()
+        },
         more: vec![Choice {
             index: 1,
             content: Some("bbb".into()),

@@ -50,7 +50,7 @@ fn tool_call_pieces_keep_their_index_and_a_whole_message_numbers_them_in_order()
     let piece = chunk(
         r#"{"choices":[{"delta":{"tool_calls":[{"index":2,"id":"call_9","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]}"#,
     );
-    let extra = piece.extra.expect("a tool call");
+    let extra = piece.first.extra.expect("a tool call");
     assert_eq!(
         extra.tool_calls,
         [ToolCallPiece {
@@ -65,7 +65,7 @@ fn tool_call_pieces_keep_their_index_and_a_whole_message_numbers_them_in_order()
     let Parsed::Chunk(whole) = parse(whole.as_bytes(), true).expect("valid") else {
         panic!("expected a chunk");
     };
-    let extra = whole.extra.expect("tool calls");
+    let extra = whole.first.extra.expect("tool calls");
     let numbered: Vec<_> = extra
         .tool_calls
         .iter()
@@ -95,7 +95,7 @@ fn role_only_empty_usage_only_and_finish_chunks_are_not_output() {
 #[test]
 fn finish_reason_and_usage_are_kept() {
     let finish = chunk(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#);
-    assert_eq!(finish.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(finish.first.finish_reason.as_deref(), Some("stop"));
     let usage = chunk(r#"{"choices":[],"usage":{"total_tokens":3}}"#);
     assert_eq!(
         usage.usage.as_deref(),
@@ -123,8 +123,8 @@ fn a_non_streaming_completion_reads_like_one_chunk() {
     let Parsed::Chunk(whole) = parse(body.as_bytes(), true).expect("valid") else {
         panic!("expected a chunk");
     };
-    assert_eq!(whole.content.as_deref(), Some("hi"));
-    assert_eq!(whole.reasoning.as_deref(), Some("r"));
+    assert_eq!(whole.first.content.as_deref(), Some("hi"));
+    assert_eq!(whole.first.reasoning.as_deref(), Some("r"));
     assert_eq!(whole.meta.and_then(|m| m.model).as_deref(), Some("m"));
 }
 
@@ -135,9 +135,9 @@ fn every_choice_is_read_with_its_index() {
     );
     let choices: Vec<_> = two
         .choices()
-        .map(|c| (c.index, c.content, c.reasoning))
+        .map(|c| (c.index, c.content.as_deref(), c.reasoning.as_deref()))
         .collect();
-    assert_eq!(choices, [(1, Some("b".into()), None), (0, None, None)]);
+    assert_eq!(choices, [(1, Some("b"), None), (0, None, None)]);
     assert_eq!(two.more[0].finish_reason.as_deref(), Some("stop"));
     let second_only =
         chunk(r#"{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"reasoning":"想"}}]}"#);
