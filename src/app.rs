@@ -50,6 +50,7 @@ fn router(state: AppState) -> Router {
             "/v1/jobs/{id}",
             get(routes::jobs::read).delete(routes::jobs::cancel),
         )
+        .route("/v1/jobs/{id}/events", get(routes::job_events::read))
         .route("/v1/models", get(routes::models::list))
         .route("/v1/models/{*id}", get(routes::models::read));
     // Only with client keys: without, `/v1/*` has no layer to pass.

@@ -24,6 +24,7 @@ use crate::engine::upstream::{ClientOptions, Upstream};
 use crate::fleet::Redis;
 use crate::idempotency::{IdempotencyStore, MemoryStore, RedisIdempotency};
 use crate::jobs::JobStore;
+use crate::jobs::events::JobEvents;
 use crate::jobs::redis::RedisJobs;
 use crate::jobs::runner::Runner;
 use crate::jobs::sqlite::SqliteJobs;
@@ -182,7 +183,8 @@ fn kept_state(
             )
         }
     };
-    Ok((Runner::new(jobs, runner, metrics.clone()), cache))
+    let events = JobEvents::new(jobs.clone(), settings.streams, redis.cloned());
+    Ok((Runner::new(jobs, runner, metrics.clone(), events), cache))
 }
 
 /// The upstreams with their breakers and budgets (shared with the fleet when

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::settings::{Millis, Sources, invalid};
+use crate::jobs::events::StreamSettings;
 use crate::jobs::runner::RunnerSettings;
 use crate::jobs::webhooks::WebhookSettings;
 use crate::jobs::webhooks::sign::SigningKey;
@@ -23,6 +24,8 @@ pub struct JobSettings {
     pub state_max_bytes: u64,
     /// Deliveries of finished jobs, when `LADLE_JOB_WEBHOOK_URL` is set.
     pub webhook: Option<WebhookSettings>,
+    /// Jobs' event streams (contract 11).
+    pub streams: StreamSettings,
 }
 
 /// The jobs' settings, each checked.
@@ -62,6 +65,20 @@ pub fn load(src: &Sources<'_>, lease: Duration) -> Result<JobSettings, ConfigErr
         max_queued,
         state_max_bytes,
         webhook: webhook(src)?,
+        streams: streams(src)?,
+    })
+}
+
+fn streams(src: &Sources<'_>) -> Result<StreamSettings, ConfigError> {
+    let max_bytes: u64 = src.get("LADLE_STREAM_MAX_BYTES")?;
+    if max_bytes == 0 {
+        return Err(invalid("LADLE_STREAM_MAX_BYTES", "must be at least 1"));
+    }
+    let Millis(progress) = src.get("LADLE_STREAM_PROGRESS_MS")?;
+    Ok(StreamSettings {
+        ttl: src.get::<Millis>("LADLE_STREAM_TTL_MS")?.0,
+        max_bytes,
+        progress: (!progress.is_zero()).then_some(progress),
     })
 }
 

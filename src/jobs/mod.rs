@@ -8,6 +8,7 @@
 //! one writer thread committing many calls at once) and `redis` (a fleet's, runs
 //! held by a lease).
 
+pub mod events;
 pub mod ids;
 pub mod outcome;
 pub mod record;
@@ -201,6 +202,13 @@ pub trait JobStore: Send + Sync {
 
     /// The newest jobs (at most `most`) whose webhook delivery failed.
     fn failed_deliveries(&self, most: usize) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>>;
+
+    /// Keeps `event` as the id of job `id`'s final `job` event (contract 11.2).
+    fn keep_final_event<'a>(
+        &'a self,
+        id: &'a str,
+        event: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreDown>>;
 
     /// Records a delivery attempt's result.
     fn delivered<'a>(

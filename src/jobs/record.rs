@@ -195,6 +195,9 @@ pub struct Job {
     pub run_id: Option<String>,
     /// The submit's idempotency key, written with it (never read back with it).
     pub key: Option<SubmitKey>,
+    /// The id of its final `job` event (contract 11.2), once that was made: a
+    /// reader whose events are gone gets that event with it.
+    pub final_event: Option<String>,
 }
 
 impl Job {
@@ -214,6 +217,7 @@ impl Job {
             delivery: None,
             run_id: None,
             key: None,
+            final_event: None,
         }
     }
 

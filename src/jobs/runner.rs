@@ -15,13 +15,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::outcome::{RunError, judge};
 mod looks;
+mod moves;
 
 use self::looks::{account, busy_clients};
+use self::moves::{note_finished, note_move};
+use super::events::JobEvents;
 use super::waiters::{LOOK_EVERY, Place, Seen, Waiters};
-use super::{Job, JobStore, Moved};
+use super::{Job, JobStatus, JobStore, Moved};
 use crate::background::Background;
 use crate::engine::metrics::Metrics;
-use crate::ops::telemetry::NULL;
 use crate::wall::unix_millis;
 
 /// How one run of a job is made: the task request, by ladle itself.
@@ -94,13 +96,21 @@ struct Shared {
     claiming: CancellationToken,
     /// Reads waiting for jobs to finish.
     waiters: Waiters,
+    /// Every job's event stream.
+    events: JobEvents,
 }
 
 impl Runner {
     /// A runner for `store`'s jobs; it runs once `start`ed.
-    pub fn new(store: Arc<dyn JobStore>, settings: RunnerSettings, metrics: Metrics) -> Runner {
+    pub fn new(
+        store: Arc<dyn JobStore>,
+        settings: RunnerSettings,
+        metrics: Metrics,
+        events: JobEvents,
+    ) -> Runner {
         Runner {
             shared: Arc::new(Shared {
+                events,
                 store,
                 task: std::sync::OnceLock::new(),
                 settings,
@@ -120,12 +130,28 @@ impl Runner {
         &self.shared.store
     }
 
+    /// The jobs' event streams.
+    pub fn events(&self) -> &JobEvents {
+        &self.shared.events
+    }
+
+    /// Whether job `id`'s run goes on in this process.
+    pub fn runs_here(&self, id: &str) -> bool {
+        lock(&self.shared.running).contains_key(id)
+    }
+
+    /// The shutdown signal: cancelled when this process stops taking runs.
+    pub fn stopping(&self) -> CancellationToken {
+        self.shared.claiming.clone()
+    }
+
     /// Starts the loop (until shutdown): sweeps, claims, renews, counts; a round
     /// every tick, or at once after a submit.
     pub fn start(&self, task: Arc<dyn RunTask>, background: &Background) {
         if self.shared.task.set(task).is_err() {
             return;
         }
+        self.shared.events.start(background);
         let (shared, stopping) = (self.shared.clone(), background.stopping());
         // The waiting reads' jobs, read at every change seen here and every tick.
         drop(background.spawn(async move {
@@ -169,6 +195,8 @@ impl Runner {
                 renew(&shared).await;
                 tokio::time::sleep(shared.settings.tick).await;
             }
+            // The last run here has written its events.
+            shared.events.close();
         }));
     }
 
@@ -178,16 +206,16 @@ impl Runner {
     }
 
     /// A new job was written: it is worth looking for work before the next tick.
-    pub fn submitted(&self, moved: &Moved) {
-        log_move(moved);
+    pub async fn submitted(&self, moved: &Moved) {
+        note_move(&self.shared, moved).await;
         self.shared.changes.send_modify(|n| *n += 1);
         self.shared.wake.notify_one();
     }
 
     /// A job was canceled (counted as finished here, where the cancel was
     /// made): its run on this replica, if any, stops now.
-    pub fn canceled(&self, moved: &Moved) {
-        log_move(moved);
+    pub async fn canceled(&self, moved: &Moved) {
+        note_move(&self.shared, moved).await;
         note_finished(&self.shared, moved);
         if let Some(held) = lock(&self.shared.running).get(&moved.job.id) {
             held.switch.cancel();
@@ -225,9 +253,9 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
     renew(shared).await;
     if let Ok(moved) = shared.store.sweep(now, settings.max_runs).await {
         for change in &moved {
-            log_move(change);
+            note_move(shared, change).await;
             // A run the last process (or a dead replica) held was cut.
-            if change.from == Some(super::JobStatus::Running) {
+            if change.from == Some(JobStatus::Running) {
                 shared
                     .metrics
                     .job_run(&change.job.request.task, "interrupted");
@@ -251,7 +279,7 @@ async fn round(shared: &Arc<Shared>, owner: &Background, stopping: &Cancellation
         let Ok(Some(claimed)) = claimed else {
             break;
         };
-        log_move(&claimed);
+        note_move(shared, &claimed).await;
         shared.changes.send_modify(|n| *n += 1);
         let (shared, job) = (shared.clone(), claimed.job);
         drop(owner.spawn(async move {
@@ -344,7 +372,7 @@ async fn ran(shared: &Arc<Shared>, job: &Job) {
             .await
         {
             Ok(Some(moved)) => {
-                log_move(&moved);
+                note_move(shared, &moved).await;
                 note_finished(shared, &moved);
                 shared.changes.send_modify(|n| *n += 1);
                 return;
@@ -355,30 +383,6 @@ async fn ran(shared: &Arc<Shared>, job: &Job) {
                 tracing::warn!(job_id = %job.id, error = %down, "a run's outcome waits for the store");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-        }
-    }
-}
-
-/// Counts a job that just finished.
-fn note_finished(shared: &Shared, moved: &Moved) {
-    if moved.job.status.finished() && moved.from.is_some_and(|from| !from.finished()) {
-        let job = &moved.job;
-        shared
-            .metrics
-            .job_finished(&job.request.task, job.status.name());
-    }
-}
-
-/// One log line per change of a job's status.
-pub fn log_move(moved: &Moved) {
-    let job = &moved.job;
-    let to = job.status.name();
-    match moved.from {
-        Some(from) => {
-            tracing::info!(job_id = %job.id, task = %job.request.task, from = from.name(), to, runs = job.runs, "job status changed")
-        }
-        None => {
-            tracing::info!(job_id = %job.id, task = %job.request.task, from = NULL, to, runs = job.runs, "job status changed")
         }
     }
 }

@@ -70,3 +70,16 @@ impl LateWord {
         self.0.get().copied()
     }
 }
+
+/// An event stream that may wait long for its next event (a job's): its client
+/// must take each frame within this, or its connection is cut (a reader that
+/// never reads holds nothing). The observer re-arms the connection's timer at
+/// every frame.
+#[derive(Debug, Clone, Copy)]
+pub struct ReaderStall(pub std::time::Duration);
+
+/// An answer whose body outlives the work the request asked for (a submit
+/// answered with its job's event stream): what the request holds (a client
+/// key's slot) is given back when its head is out, not when its body ends.
+#[derive(Debug, Clone, Copy)]
+pub struct OutlivesItsWork;

@@ -31,7 +31,7 @@ use http_body::{Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::facts::{Arrival, CompletionNote, LateWord};
+use super::facts::{Arrival, CompletionNote, LateWord, OutlivesItsWork, ReaderStall};
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
@@ -192,11 +192,17 @@ where
         let error = response.extensions().get::<ErrorCode>().map(|code| code.0);
         let caller = response.extensions_mut().remove::<Caller>();
         let held = response.extensions_mut().remove::<HeldUntilEnd>();
+        let held = held.filter(|_| response.extensions().get::<OutlivesItsWork>().is_none());
+        let stall = response.extensions().get::<ReaderStall>().map(|stall| stall.0);
+        if let (Some(connection), Some(stall)) = (&seen.connection, stall) {
+            connection.stream_until(Instant::now() + stall);
+        }
         let mut record = Record {
             client: seen
                 .clients
                 .then(|| caller.map(|c| c.0).unwrap_or_default()),
             _held: held,
+            stall,
             status: response.status().as_u16(),
             error,
             stream_error: response.extensions().get::<LateWord>().cloned(),
@@ -231,6 +237,11 @@ impl http_body::Body for Observed {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(_))), Some(stall)) = (&polled, self.record.stall)
+            && let Some(connection) = &self.record.seen.connection
+        {
+            connection.stream_until(Instant::now() + stall);
+        }
         match &polled {
             Poll::Ready(None) => self.record.ended = true,
             // hyper stops polling once the body says it is over.
@@ -262,6 +273,8 @@ struct Record {
     client: Option<String>,
     /// What the request holds until its body ends (a client key's slot).
     _held: Option<HeldUntilEnd>,
+    /// A job stream's stall limit: every frame written pushes its cut back.
+    stall: Option<Duration>,
     head: Duration,
     ended: bool,
 }

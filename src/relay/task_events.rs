@@ -31,7 +31,8 @@ pub fn streaming(
         if let Progress::Failed(gave_up) = &step {
             told.set(gave_up.code());
         }
-        stream::iter(events_for(step, &reply))
+        let named = named_events(&step, &reply).into_iter();
+        stream::iter(named.map(|named| Event::default().event(named.name).data(named.data)))
     });
     let keep_alive = KeepAlive::new()
         .interval(Duration::from_secs(15))
@@ -44,17 +45,28 @@ pub fn streaming(
     response
 }
 
+/// One named event: what a task stream sends, and what a job's run keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedEvent {
+    /// `attempt`, `retry`, `reset`, `delta`, `result` or `error`.
+    pub name: &'static str,
+    /// A JSON object's text.
+    pub data: String,
+}
+
 /// The events one step of progress becomes.
-fn events_for(step: Progress, reply: &Reply) -> Vec<Event> {
+pub fn named_events(step: &Progress, reply: &Reply) -> Vec<NamedEvent> {
     match step {
         Progress::Attempt(attempt) => vec![event("attempt", &json!({ "attempt": attempt }))],
         Progress::Chunk(received) => {
-            let chunk = received.chunk.first;
+            let chunk = &received.chunk.first;
             let reasoning = chunk
                 .reasoning
+                .as_ref()
                 .map(|text| event("delta", &json!({ "reasoning": text })));
             let content = chunk
                 .content
+                .as_ref()
                 .map(|text| event("delta", &json!({ "content": text })));
             reasoning.into_iter().chain(content).collect()
         }
@@ -79,19 +91,27 @@ fn events_for(step: Progress, reply: &Reply) -> Vec<Event> {
             std::iter::once(retry).chain(reset).collect()
         }
         Progress::Finished(finished) => {
-            let text = reply.body_text(&finished);
-            let data = String::from_utf8_lossy(&text);
-            vec![Event::default().event("result").data(data)]
+            let text = reply.body_text(finished);
+            // JSON text is UTF-8: no copy is made.
+            let data = String::from_utf8(text)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            vec![NamedEvent {
+                name: "result",
+                data,
+            }]
         }
         Progress::Failed(gave_up) => {
-            let error = ApiError::from(gave_up);
+            let error = ApiError::from(gave_up.clone());
             vec![event("error", &error.body(&reply.request_id))]
         }
     }
 }
 
-fn event(name: &'static str, data: &Value) -> Event {
-    Event::default().event(name).data(data.to_string())
+fn event(name: &'static str, data: &Value) -> NamedEvent {
+    NamedEvent {
+        name,
+        data: data.to_string(),
+    }
 }
 
 /// The non-streaming `200` body, also the `result` event's data: a type, not a

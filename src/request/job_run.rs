@@ -4,6 +4,7 @@
 //! budgets) is the ordinary request's.
 
 use futures_util::future::BoxFuture;
+use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -16,7 +17,9 @@ use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
 use crate::jobs::runner::RunTask;
 use crate::ops::facts::LateWord;
-use crate::relay::{self, Reply, ResponseShape};
+use crate::engine::completion::{Finished, Progress};
+use crate::relay::task_events::named_events;
+use crate::relay::{Reply, ResponseShape};
 use crate::state::{AppState, WeakApp};
 
 /// Runs jobs' tasks through this app. The app owns the runner that holds this,
@@ -81,10 +84,68 @@ impl RunTask for RunsTasks {
             run.slot = Some(slots);
             run.job_id = Some(job.id.clone());
             let progress = super::progress(&app, &call, run, LateWord::default());
-            match relay::outcome(progress).await {
+            match written(progress, &app, &job, &call.reply).await {
                 Ok(finished) => Ok(call.reply.body(&finished)),
-                Err((error, _)) => Err(failed(error)),
+                Err(error) => Err(failed(error)),
             }
         })
+    }
+}
+
+/// Drives a run's completion, keeping each of its events in the job's stream
+/// (the events a synchronous task stream sends), and sending a `progress` event
+/// every `LADLE_STREAM_PROGRESS_MS` once the run has written; its end.
+async fn written(
+    progress: impl Stream<Item = Progress>,
+    app: &AppState,
+    job: &Job,
+    reply: &Reply,
+) -> Result<Box<Finished>, ApiError> {
+    let events = app.jobs.events();
+    let mut progress = std::pin::pin!(progress);
+    let every = events.settings().progress;
+    let mut ticks = every.map(|every| tokio::time::interval_at(Instant::now() + every, every));
+    let (task, mut chars) = (&job.request.task, 0u64);
+    loop {
+        let tick = async {
+            match &mut ticks {
+                Some(ticks) => drop(ticks.tick().await),
+                None => std::future::pending().await,
+            }
+        };
+        let step = tokio::select! {
+            step = progress.next() => step,
+            () = tick => {
+                if chars > 0 {
+                    events.progress(&job.id, task, job.runs, chars);
+                }
+                continue;
+            }
+        };
+        let Some(step) = step else {
+            return Err(ApiError::UpstreamFailed(
+                "the completion ended without an answer".into(),
+            ));
+        };
+        match &step {
+            Progress::Chunk(received) => {
+                let text = received.chunk.first.content.as_deref().unwrap_or_default();
+                chars += text.chars().count() as u64;
+            }
+            // The client's text starts again after a `reset`.
+            Progress::Retry { output_began, .. } if *output_began => chars = 0,
+            _ => {}
+        }
+        for named in named_events(&step, reply) {
+            events.run_event(&job.id, job.runs, named.name, named.data.into());
+        }
+        match step {
+            Progress::Finished(finished) => {
+                super::remember_length(app, task, &finished);
+                return Ok(finished);
+            }
+            Progress::Failed(gave_up) => return Err(ApiError::from(gave_up)),
+            _ => {}
+        }
     }
 }

@@ -26,7 +26,7 @@ use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
 use crate::config::Config;
 use crate::engine::bulkhead::Bulkhead;
-use crate::engine::completion::{Completion, Finished, Gather, Progress, Spec};
+use crate::engine::completion::{Cached, Completion, Finished, Gather, Progress, Spec};
 use crate::engine::retry::{Deadline, RetryPolicy};
 use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
@@ -131,6 +131,18 @@ pub fn progress(
     }
 }
 
+/// Remembers how long a task's answer made now was (a kept answer is not
+/// counted): `progress` events' `expected_chars`.
+pub fn remember_length(app: &AppState, task: &str, finished: &Finished) {
+    if matches!(finished.cache, Some(Cached::Hit { .. } | Cached::Stale { .. })) {
+        return;
+    }
+    if let Some(choice) = finished.choices.first() {
+        let chars = choice.content.chars().count() as u64;
+        app.jobs.events().expected().answered(task, chars);
+    }
+}
+
 /// The bulkhead of `call`'s task, if its prompt sets `max_inflight`.
 pub fn task_bulkhead(app: &AppState, call: &Call) -> Option<Bulkhead> {
     let prompt = call.prompt.as_deref()?;
@@ -180,11 +192,15 @@ pub async fn complete(
         }
     };
     let usage = note.usage.clone();
+    let (app, task) = (app.clone(), call.reply.route.task().map(str::to_owned));
     let progress = progress.inspect(move |step| {
-        if let Progress::Finished(finished) = step
-            && let Some(reported) = &finished.usage
-        {
-            usage.set(reported);
+        if let Progress::Finished(finished) = step {
+            if let Some(reported) = &finished.usage {
+                usage.set(reported);
+            }
+            if let Some(task) = &task {
+                remember_length(&app, task, finished);
+            }
         }
     });
     Ok(call.reply.answer(progress).await)

@@ -43,8 +43,10 @@ pub struct Submit {
 /// How long a submit waits for an identical one in progress to be written.
 const JOINING: Duration = Duration::from_secs(5);
 
-/// Checks, writes and answers a submit.
-pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError> {
+/// Checks and writes a submit: its job, and whether an earlier submit under the
+/// same idempotency key made it (`Idempotent-Replayed`); answered with
+/// `accepted`, or with the job's event stream.
+pub async fn submit(app: &AppState, submit: Submit) -> Result<(Job, bool), ApiError> {
     // Exactly the synchronous request's checks, before anything is created.
     let reply = Reply {
         shape: ResponseShape::TaskJson,
@@ -67,7 +69,7 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
     let Some(key) = &submit.key else {
         return create(app, request, client, None)
             .await
-            .map(|job| accepted(&job, false));
+            .map(|job| (job, false));
     };
     // A submit and a synchronous request never share a key's record.
     let path = format!("submit:/v1/tasks/{}", submit.task);
@@ -88,7 +90,7 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
             .await
             .map_err(|_| ApiError::StoreUnavailable)?;
         if let Some(job) = found {
-            return Ok(accepted(&job, true));
+            return Ok((job, true));
         }
     }
     let durable = SubmitKey {
@@ -113,7 +115,7 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<Response, ApiError
             Ok(job) => {
                 slot.succeed(std::sync::Arc::new(json!({ "job": job.id })))
                     .await;
-                Ok(accepted(&job, false))
+                Ok((job, false))
             }
             Err(error) => {
                 slot.fail(error.clone(), 0).await;
@@ -130,7 +132,7 @@ async fn replay_or_create(
     request: JobRequest,
     client: &str,
     key: SubmitKey,
-) -> Result<Response, ApiError> {
+) -> Result<(Job, bool), ApiError> {
     let id = kept["job"].as_str().unwrap_or_default();
     let found = app
         .jobs
@@ -139,10 +141,10 @@ async fn replay_or_create(
         .await
         .map_err(|_| ApiError::StoreUnavailable)?;
     match found {
-        Some(job) => Ok(accepted(&job, true)),
+        Some(job) => Ok((job, true)),
         None => create(app, request, client, Some(key))
             .await
-            .map(|job| accepted(&job, false)),
+            .map(|job| (job, false)),
     }
 }
 
@@ -164,10 +166,11 @@ async fn create(
     let client_max = key.and_then(|key| key.key.max_queued);
     match app.jobs.store().submit(job, max, client_max).await {
         Ok(Submitted::Accepted(job)) => {
-            app.jobs.submitted(&Moved {
+            let made = Moved {
                 job: job.clone(),
                 from: None,
-            });
+            };
+            app.jobs.submitted(&made).await;
             Ok(job)
         }
         Ok(Submitted::Full) => Err(ApiError::Overloaded {
@@ -191,9 +194,16 @@ async fn create(
 }
 
 /// `202 Accepted` with the job, where to find it, and what was done.
-fn accepted(job: &Job, replayed: bool) -> Response {
-    let location = format!("/v1/jobs/{}", job.id);
+pub fn accepted(job: &Job, replayed: bool) -> Response {
     let mut response = (StatusCode::ACCEPTED, axum::Json(job.view())).into_response();
+    submitted_headers(&mut response, job, replayed);
+    response
+}
+
+/// Where the job is and what was done: a submit's headers, whichever form its
+/// answer takes (contract 7.1, 11.1).
+pub fn submitted_headers(response: &mut Response, job: &Job, replayed: bool) {
+    let location = format!("/v1/jobs/{}", job.id);
     let headers = response.headers_mut();
     if let Ok(location) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, location);
@@ -205,5 +215,4 @@ fn accepted(job: &Job, replayed: bool) -> Response {
     if replayed {
         headers.insert(REPLAYED, HeaderValue::from_static("true"));
     }
-    response
 }

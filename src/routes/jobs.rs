@@ -23,12 +23,12 @@ const MOST_WAIT_MS: u64 = 60_000;
 /// `?wait_ms`, as given (checked by `wait`).
 #[derive(Debug, Deserialize)]
 pub struct Wait {
-    wait_ms: Option<String>,
+    pub(super) wait_ms: Option<String>,
 }
 
 impl Wait {
     /// The wait asked for: an integer in 1–60000, else `400 invalid_request`.
-    fn wait(&self) -> Result<Option<Duration>, ApiError> {
+    pub(super) fn wait(&self) -> Result<Option<Duration>, ApiError> {
         let Some(text) = &self.wait_ms else {
             return Ok(None);
         };
@@ -109,14 +109,14 @@ pub async fn cancel(
         Canceled::Unknown => Err(not_found(&app, &id).await),
         Canceled::Finished(_) => Err(ApiError::JobFinished),
         Canceled::Now(moved) => {
-            app.jobs.canceled(&moved);
+            app.jobs.canceled(&moved).await;
             Ok(axum::Json(moved.job.view()).into_response())
         }
     }
 }
 
 /// The job `id`, or `404 job_not_found` (`410 job_lost` for one its store lost).
-async fn find(app: &AppState, id: &str, client: &str) -> Result<Job, ApiError> {
+pub(super) async fn find(app: &AppState, id: &str, client: &str) -> Result<Job, ApiError> {
     if !record::plausible_id(id) {
         return Err(ApiError::JobNotFound);
     }

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod chat;
+pub mod job_events;
 pub mod jobs;
 pub mod models;
 pub mod ops;

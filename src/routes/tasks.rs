@@ -109,7 +109,14 @@ pub async fn run(
             request_id: request_id.to_string(),
             arrived,
         };
-        return noted(request::submit::submit(&app, submit).await, note);
+        let answer = match request::submit::submit(&app, submit).await {
+            Ok((job, replayed)) if wants_events => {
+                super::job_events::submitted(&app, &job, replayed).await
+            }
+            Ok((job, replayed)) => Ok(request::submit::accepted(&job, replayed)),
+            Err(error) => Err(error),
+        };
+        return noted(answer, note);
     }
     let shape = match wants_events {
         true => ResponseShape::TaskEvents,

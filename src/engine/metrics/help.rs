@@ -11,6 +11,10 @@ pub fn describe(recorder: &PrometheusRecorder) {
             "Answered requests by route and HTTP status.",
         ),
         (
+            "ladle_job_stream_resumes_total",
+            "Job event streams opened with a cursor, by the row of the cursor table it met (kept, run_start, final).",
+        ),
+        (
             "ladle_upstream_attempts_total",
             "Ended upstream attempts by outcome and upstream.",
         ),
@@ -115,6 +119,11 @@ pub fn describe(recorder: &PrometheusRecorder) {
             "Unfinished jobs by status (fleet-wide with Redis).",
         ),
         (
+            "ladle_job_streams",
+            None,
+            "Job event streams open on this replica, a submit's own included (long-polls not).",
+        ),
+        (
             "ladle_job_waiters",
             None,
             "Job reads waiting (?wait_ms) for their job to finish (LADLE_MAX_WAITERS).",
@@ -162,6 +171,11 @@ const KNOWN_AT_START: &[(&str, &str, &[&str])] = &[
         "ladle_webhook_deliveries_total",
         "outcome",
         &["delivered", "retry", "failed"],
+    ),
+    (
+        "ladle_job_stream_resumes_total",
+        "from",
+        &["kept", "run_start", "final"],
     ),
 ];
 

@@ -116,6 +116,9 @@ impl Metrics {
         let inflight =
             recorder.register_gauge(&Key::from_name("ladle_inflight_requests"), &METADATA);
         inflight.set(0.0);
+        recorder
+            .register_gauge(&Key::from_name("ladle_job_streams"), &METADATA)
+            .set(0.0);
         let handle = recorder.handle();
         let timing = timing::Timing::new(&recorder);
         register_known(&recorder);

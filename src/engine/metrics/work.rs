@@ -27,6 +27,29 @@ impl Metrics {
         gauge.set(waiting as f64);
     }
 
+    /// A job event stream opened (`ladle_job_streams`), resumed from a cursor
+    /// that met the row `from` (`ladle_job_stream_resumes_total`), if any.
+    pub fn job_stream_opened(&self, from: Option<&'static str>) {
+        let key = Key::from_name("ladle_job_streams");
+        self.inner
+            .recorder
+            .register_gauge(&key, &METADATA)
+            .increment(1.0);
+        if let Some(from) = from {
+            self.labelled_counter("ladle_job_stream_resumes_total", vec![Label::new("from", from)])
+                .increment(1);
+        }
+    }
+
+    /// A job event stream ended.
+    pub fn job_stream_closed(&self) {
+        let key = Key::from_name("ladle_job_streams");
+        self.inner
+            .recorder
+            .register_gauge(&key, &METADATA)
+            .decrement(1.0);
+    }
+
     /// Sets `ladle_redis_persistent` (1: its append-only file is on).
     pub fn redis_persistent(&self, persistent: bool) {
         let key = Key::from_name("ladle_redis_persistent");

@@ -90,6 +90,7 @@ pub fn decode(id: &str, flat: Vec<String>) -> Result<Job, Unreadable> {
         error: json("error")?,
         delivery,
         run_id: text("run_id"),
+        final_event: text("final_event"),
         key: None,
     })
 }

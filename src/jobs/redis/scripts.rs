@@ -335,6 +335,14 @@ redis.call('PERSIST', KEYS[1])
 return redis.call('HGETALL', KEYS[1])
 "#;
 
+/// Keeps `ARGV[1]` as the job's final event's id, if the job is still there
+/// (a job past its TTL is not made again).
+const FINAL_EVENT: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'final_event', ARGV[1])
+return 1
+"#;
+
 /// The scripts, loaded once per Redis (`EVALSHA`, and `EVAL` again when Redis
 /// has lost them).
 pub(super) struct Scripts {
@@ -348,6 +356,7 @@ pub(super) struct Scripts {
     pub(super) delivered: Script,
     pub(super) quarantine: Script,
     pub(super) redeliver: Script,
+    pub(super) final_event: Script,
 }
 
 impl Scripts {
@@ -363,6 +372,7 @@ impl Scripts {
             delivered: Script::new(DELIVERED),
             quarantine: Script::new(QUARANTINE),
             redeliver: Script::new(REDELIVER),
+            final_event: Script::new(FINAL_EVENT),
         }
     }
 }

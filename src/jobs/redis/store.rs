@@ -283,6 +283,23 @@ impl JobStore for RedisJobs {
         self.redrive(id, now)
     }
 
+    fn keep_final_event<'a>(
+        &'a self,
+        id: &'a str,
+        event: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreDown>> {
+        Box::pin(async move {
+            let mut invocation = self.scripts.final_event.prepare_invoke();
+            invocation.key(self.job_key(id)).arg(event);
+            let _: i64 = self
+                .call("jobs_final_event", |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
     fn delivered<'a>(
         &'a self,
         id: &'a str,

@@ -32,6 +32,7 @@ pub(super) async fn account(shared: &Shared) -> bool {
         .store
         .expire(unix_millis(), shared.settings.ttl)
         .await;
+    shared.events.upkeep();
     let Ok(counts) = shared.store.counts().await else {
         return false;
     };

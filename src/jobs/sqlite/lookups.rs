@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     error TEXT,
     delivery TEXT,
     delivery_due INTEGER,
-    run_id TEXT
+    run_id TEXT,
+    final_event TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_delivery ON jobs (delivery_due) WHERE delivery_due IS NOT NULL;
@@ -98,4 +99,16 @@ pub fn select(
         }
     }
     Ok(jobs)
+}
+
+/// Adds the columns a later build added to a file an earlier one made (the
+/// final event's id, contract 11.2).
+pub fn add_later_columns(connection: &Connection) -> rusqlite::Result<()> {
+    let has = connection
+        .prepare("SELECT final_event FROM jobs LIMIT 0")
+        .is_ok();
+    if !has {
+        connection.execute_batch("ALTER TABLE jobs ADD COLUMN final_event TEXT")?;
+    }
+    Ok(())
 }

@@ -62,6 +62,7 @@ impl SqliteJobs {
     ) -> Result<SqliteJobs, ConfigError> {
         let tally = file.call_now(move |connection| {
             connection.execute_batch(lookups::SCHEMA)?;
+            lookups::add_later_columns(connection)?;
             let mut tally = Tally {
                 unfinished: 0,
                 recovered: Vec::new(),

@@ -324,6 +324,19 @@ impl JobStore for SqliteJobs {
         self.call(move |tx, tally| redrive(tx, &id, now, webhooks, tally))
     }
 
+    fn keep_final_event<'a>(
+        &'a self,
+        id: &'a str,
+        event: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreDown>> {
+        let (id, event) = (id.to_owned(), event.to_owned());
+        self.call(move |tx, _| {
+            tx.prepare_cached("UPDATE jobs SET final_event = ?2 WHERE id = ?1")?
+                .execute(params![id, event])?;
+            Ok(())
+        })
+    }
+
     fn delivered<'a>(
         &'a self,
         id: &'a str,

@@ -6,7 +6,7 @@ use crate::jobs::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus};
 
 /// The columns read, in `read`'s order.
 pub const COLUMNS: &str = "id, client, status, runs, created_at, updated_at, due_at, \
-                           request, result, error, delivery, run_id";
+                           request, result, error, delivery, run_id, final_event";
 
 /// A row that was read but does not decode: written nested past what serde_json
 /// reads back (by a build that did not bound it), or damaged. It is quarantined,
@@ -61,6 +61,7 @@ fn decoded(row: &Row<'_>) -> Result<Job, String> {
         delivery,
         run_id: text(11)?,
         key: None,
+        final_event: text(12)?,
     })
 }
 
