@@ -37,16 +37,25 @@ const BATCH: usize = 256;
 
 /// Gives each event its id and adds it to its job's stream (see the module's
 /// notes). `KEYS`: stream and counters of each event; `ARGV`: the TTL after the
-/// final event, then run, name, data and kind (`k` kept, `f` final, `p`
-/// progress) of each. Answers each event's id (`""` for progress or refused).
+/// final event, this replica's writer's name, then run, name, data, kind (`k`
+/// kept, `f` final, `p` progress) and number of each. A call Redis ran but whose
+/// answer was lost (a timeout) is sent again: an event whose number this writer
+/// wrote already is not added twice. Answers each event's id (`""` for progress
+/// or refused).
 const APPEND: &str = r"
 local out = {}
+local writer = 'w:' .. ARGV[2]
 for i = 1, #KEYS / 2 do
   local stream, counts = KEYS[2 * i - 1], KEYS[2 * i]
-  local at = 1 + (i - 1) * 4
+  local at = 2 + (i - 1) * 5
   local run, name, data, kind = tonumber(ARGV[at + 1]), ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local number = tonumber(ARGV[at + 5])
   local id = ''
-  if redis.call('HEXISTS', counts, 'done') == 0 then
+  local written = tonumber(redis.call('HGET', counts, writer) or '0')
+  if number <= written then
+    if kind == 'f' then id = redis.call('HGET', counts, 'done') or '' end
+  elseif redis.call('HEXISTS', counts, 'done') == 0 then
+    redis.call('HSET', counts, writer, number)
     if kind == 'p' then
       redis.call('XADD', stream, '*', 'e', name, 'd', data)
     else
@@ -75,6 +84,8 @@ return out
 
 /// An event waiting to be written.
 struct Append {
+    /// Its place in this replica's queue (see `APPEND`).
+    number: u64,
     job: String,
     run: u32,
     name: String,
@@ -88,6 +99,9 @@ pub struct RedisLog {
     ttl: Duration,
     script: ::redis::Script,
     queue: Mutex<Option<mpsc::UnboundedSender<Append>>>,
+    /// This replica's writer's name, and the last number it gave an event.
+    writer: String,
+    numbered: std::sync::atomic::AtomicU64,
     written: Mutex<Option<mpsc::UnboundedReceiver<Append>>>,
     /// The feeds read on this replica.
     feeds: Mutex<HashMap<String, Weak<Feed>>>,
@@ -104,6 +118,8 @@ impl RedisLog {
             ttl,
             script: ::redis::Script::new(APPEND),
             queue: Mutex::new(Some(queue)),
+            writer: uuid::Uuid::new_v4().simple().to_string(),
+            numbered: std::sync::atomic::AtomicU64::new(0),
             written: Mutex::new(Some(written)),
             feeds: Mutex::default(),
             wrote: Notify::new(),
@@ -127,7 +143,9 @@ impl RedisLog {
 
     fn send(&self, job: &str, run: u32, name: &str, data: Bytes, kind: &'static str) {
         if let Some(queue) = lock(&self.queue).as_ref() {
+            let number = self.numbered.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             let append = Append {
+                number,
                 job: job.to_owned(),
                 run,
                 name: name.to_owned(),
@@ -276,7 +294,7 @@ impl RedisLog {
             return Ok(Vec::new());
         }
         let mut invocation = self.script.prepare_invoke();
-        invocation.arg(self.ttl.as_millis() as u64);
+        invocation.arg(self.ttl.as_millis() as u64).arg(&self.writer);
         for append in batch {
             let stream = self.stream(&append.job);
             invocation.key(&stream).key(format!("{stream}:n"));
@@ -284,7 +302,8 @@ impl RedisLog {
                 .arg(append.run)
                 .arg(&append.name)
                 .arg(append.data.as_ref())
-                .arg(append.kind);
+                .arg(append.kind)
+                .arg(append.number);
         }
         self.redis
             .call("job_events_write", CALL_TIMEOUT, |mut c| async move {

@@ -179,3 +179,23 @@ async fn over_its_rate_a_key_is_429_for_the_seconds_until_a_token_and_nothing_go
     assert_eq!(json_of(done).await["status"], "succeeded");
     assert_eq!(upstream.requests().len(), 3, "two chats and the job's run");
 }
+
+#[tokio::test]
+async fn a_submit_answered_with_its_stream_holds_its_slot_until_the_job_exists_only() {
+    let path = keys_file(&[("one-at-a-time", KEY_A, "max_inflight = 1")]);
+    let gateway = keyed_gateway(&path).await;
+    gateway.upstream().cycle([second_long_answer()]);
+    let streamed = gateway
+        .post_request("/v1/tasks/fridge?async=true", &fridge("番茄"))
+        .bearer_auth(KEY_A)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(streamed.status(), 200);
+    // The stream is open, and its job runs: the key's one slot is free.
+    assert_eq!(gateway.metric(&inflight("one-at-a-time")).await, 0.0);
+    let next = post_as(&gateway, KEY_A, "/v1/tasks/fridge?async=true", &fridge("青椒")).await;
+    assert_eq!(next.status(), 202);
+    drop(streamed);
+}

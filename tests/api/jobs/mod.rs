@@ -4,6 +4,8 @@
 
 mod api;
 mod durability;
+mod event_cursors;
+pub mod events;
 mod full_disk;
 mod pacing;
 mod poison;

@@ -9,6 +9,7 @@ mod clocks;
 mod idempotency;
 mod job_bounds;
 mod job_store;
+mod job_events;
 mod jobs;
 mod long_outage;
 mod outage;

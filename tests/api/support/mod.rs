@@ -12,6 +12,7 @@ pub mod browser;
 pub mod config;
 pub mod drill;
 pub mod eventually;
+pub mod events;
 pub mod fixtures;
 pub mod flood;
 pub mod gateway;
