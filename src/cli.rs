@@ -261,6 +261,13 @@ curl -s {base}/v1/tasks/fridge -H 'content-type: application/json' -d '{{"ingred
 JOB=$(curl -s '{base}/v1/tasks/fridge?async=true' -H 'content-type: application/json' -d '{{"ingredients": ["土豆", "青椒"]}}' | sed -E 's/.*"id":"(job_[A-Za-z0-9]+)".*/\1/')
 curl -s "{base}/v1/jobs/$JOB?wait_ms=60000"
 
+# A recipe as a job whose events you watch; the first line drops the stream after
+# its 30th event (a phone in a lift), the next two pick it up from the last id seen,
+# on to the final `job` event, whole:
+curl -sN '{base}/v1/tasks/recipe?async=true' -H 'accept: text/event-stream' -H 'cache-control: no-cache' -H 'content-type: application/json' -d '{{"dish": "鱼香肉丝"}}' | head -n 120 > ladle-events.txt; tail -n 4 ladle-events.txt
+JOB=$(grep -o 'job_[A-Za-z0-9]*' ladle-events.txt | head -n 1); LAST=$(grep '^id: ' ladle-events.txt | tail -n 1 | cut -c 5-)
+curl -sN "{base}/v1/jobs/$JOB/events" -H "last-event-id: $LAST"
+
 # The OpenAI-compatible endpoint, streaming:
 curl -N {base}/v1/chat/completions -H 'content-type: application/json' -d '{{"stream": true, "messages": [{{"role": "user", "content": "红烧肉怎么做？"}}]}}'
 

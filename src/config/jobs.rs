@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::settings::{Millis, Sources, invalid};
-use crate::jobs::events::StreamSettings;
-use crate::jobs::runner::RunnerSettings;
+use crate::jobs::settings::{RunnerSettings, StreamSettings};
 use crate::jobs::webhooks::WebhookSettings;
 use crate::jobs::webhooks::sign::SigningKey;
 

@@ -14,6 +14,7 @@ pub mod outcome;
 pub mod record;
 pub mod redis;
 pub mod runner;
+pub mod settings;
 pub mod sqlite;
 pub mod waiters;
 pub mod webhooks;

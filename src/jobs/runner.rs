@@ -20,6 +20,7 @@ mod moves;
 use self::looks::{account, busy_clients};
 use self::moves::{note_finished, note_move};
 use super::events::JobEvents;
+use super::settings::RunnerSettings;
 use super::waiters::{LOOK_EVERY, Place, Seen, Waiters};
 use super::{Job, JobStatus, JobStore, Moved};
 use crate::background::Background;
@@ -42,28 +43,6 @@ struct Held {
     client: String,
     /// Stops it (a cancel).
     switch: CancellationToken,
-}
-
-/// The settings the runner works by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunnerSettings {
-    /// `LADLE_JOB_CONCURRENCY`.
-    pub concurrency: usize,
-    /// `LADLE_JOB_MAX_RUNS`.
-    pub max_runs: u32,
-    /// `LADLE_JOB_RETRY_MS`.
-    pub retry: Duration,
-    /// `LADLE_JOB_TTL_MS`.
-    pub ttl: Duration,
-    /// How long a run holds its job without renewal (`LADLE_REDIS_LEASE_MS`).
-    pub lease: Duration,
-    /// How often the store is looked at for new work and canceled runs.
-    pub tick: Duration,
-    /// How often the gauges (`ladle_jobs`, the queue's age) are counted and
-    /// finished jobs past their time forgotten.
-    pub account_every: Duration,
-    /// `LADLE_MAX_WAITERS`: job reads waiting (`?wait_ms`) at once.
-    pub max_waiters: usize,
 }
 
 /// How often an idle replica (no unfinished job anywhere, no run here) looks at

@@ -103,8 +103,9 @@ async fn written(
 ) -> Result<Box<Finished>, ApiError> {
     let events = app.jobs.events();
     let mut progress = std::pin::pin!(progress);
+    // Ticks from the run's first output on.
     let every = events.settings().progress;
-    let mut ticks = every.map(|every| tokio::time::interval_at(Instant::now() + every, every));
+    let mut ticks: Option<tokio::time::Interval> = None;
     let (task, mut chars) = (&job.request.task, 0u64);
     loop {
         let tick = async {
@@ -131,6 +132,9 @@ async fn written(
             Progress::Chunk(received) => {
                 let text = received.chunk.first.content.as_deref().unwrap_or_default();
                 chars += text.chars().count() as u64;
+                if let (None, Some(every), true) = (&ticks, every, chars > 0) {
+                    ticks = Some(tokio::time::interval_at(Instant::now() + every, every));
+                }
             }
             // The client's text starts again after a `reset`.
             Progress::Retry { output_began, .. } if *output_began => chars = 0,

@@ -152,7 +152,7 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
     // The recipe is asked twice, the same way: the second is the cache's hit.
     let recipes: Vec<&String> = printed
         .iter()
-        .filter(|l| l.starts_with("curl -s") && l.contains("/v1/tasks/recipe"))
+        .filter(|l| l.starts_with("curl -s ") && l.contains("/v1/tasks/recipe"))
         .collect();
     assert_eq!(recipes.len(), 2, "{printed:?}");
     assert_eq!(recipes[0], recipes[1]);
@@ -166,8 +166,34 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
         .arg(printed[submit..=submit + 1].join("\n"))
         .output()
         .expect("sh runs");
+    // The watched recipe's three lines: dropped after 30 events, resumed after
+    // the last id seen, on to the end.
+    let watch = printed
+        .iter()
+        .position(|l| l.contains("ladle-events.txt; tail"))
+        .expect("a watch line");
+    let folder = temp_dir("demo-watch");
+    let watched = Command::new("sh")
+        .arg("-c")
+        .arg(printed[watch..=watch + 2].join("\n"))
+        .current_dir(&folder)
+        .output()
+        .expect("sh runs");
     let _ = child.kill();
     let _ = child.wait();
+    let cut = std::fs::read_to_string(folder.join("ladle-events.txt")).expect("the cut stream");
+    let last = cut.lines().filter_map(|l| l.strip_prefix("id: ")).last().expect("an id");
+    assert_eq!(cut.lines().filter(|l| l.starts_with("id: ")).count(), 30, "{cut}");
+    // What the shell printed: the cut stream's last event (`tail -n 4`), then the
+    // resumed stream.
+    let printed_out = String::from_utf8_lossy(&watched.stdout);
+    let resumed: String = printed_out.split_inclusive('\n').skip(4).collect();
+    let (run, seq) = last.split_once('.').expect("{run}.{seq}");
+    let next = format!("{run}.{}", seq.parse::<u32>().expect("a seq") + 1);
+    assert!(resumed.contains(&format!("id: {next}\n")), "{resumed}");
+    assert!(!resumed.contains(&format!("id: {last}\n")), "nothing seen is sent again");
+    let final_job = resumed.trim_end().lines().last().expect("the final event");
+    assert!(final_job.contains(r#""status":"succeeded""#), "{final_job}");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.ends_with("ok"), "{health}");
     let job: serde_json::Value = serde_json::from_slice(&job.stdout).expect("the job as JSON");

@@ -21,7 +21,9 @@
 //!   relay and `/healthz`, and the memory of 10,000 kept answers; otherwise after
 //!   the jobs; `LADLE_BENCH_CACHE_ROUNDS`, 5, its rounds),
 //!   `LADLE_BENCH_KEYS_ONLY=1` (only ladle without and with client keys, side by
-//!   side; otherwise last), `LADLE_BENCH_BEFORE=path` (only an earlier build's
+//!   side; otherwise after the cache), `LADLE_BENCH_STREAMS_ONLY=1` (only the job
+//!   event streams: a job read live against a task stream, many readers, resumes,
+//!   kept events; otherwise last), `LADLE_BENCH_BEFORE=path` (only an earlier build's
 //!   binary at `path` against this one, the same loads side by side).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
@@ -38,6 +40,7 @@ mod procfs;
 mod procs;
 mod report;
 mod side;
+mod streams;
 mod waiting;
 
 use std::io::Write as _;
@@ -129,6 +132,14 @@ fn bench() -> Result<(), String> {
         say(&format!("\n{}", side.render()));
         return Ok(());
     }
+    if std::env::var("LADLE_BENCH_STREAMS_ONLY").is_ok_and(|v| v == "1") {
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let mock = procs::start_mock()?;
+        let ticks = procs::clock_ticks();
+        let streams = runtime.block_on(streams::run(mock.addr, scale, ticks))?;
+        say(&format!("\n{}", streams.render()));
+        return Ok(());
+    }
     if std::env::var("LADLE_BENCH_CACHE_ONLY").is_ok_and(|v| v == "1") {
         let mock = procs::start_mock()?;
         let cache = cache::run(mock.addr, scale)?;
@@ -185,6 +196,8 @@ fn bench() -> Result<(), String> {
     let cache = cache::run(mock.addr, scale)?;
     say("keys: ladle without and with client keys…");
     let keys = runtime.block_on(keys::run(&mock, scale, rounds, ticks))?;
+    say("streams: jobs read live, many readers, resumes, kept events…");
+    let streams = runtime.block_on(streams::run(mock.addr, scale, ticks))?;
     drop(mock);
 
     let setup = Setup {
@@ -200,7 +213,9 @@ fn bench() -> Result<(), String> {
         + "\n"
         + &cache.render()
         + "\n"
-        + &keys.render();
+        + &keys.render()
+        + "\n"
+        + &streams.render();
     say(&format!("\n{table}"));
     let target_dir = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").to_owned());

@@ -133,7 +133,9 @@ fn only_the_attempt_loop_sleeps() {
     // deadline, a stream's connection past its deadline), and what paces its own output: the demo's simulated upstream and
     // the keep-alive comments of a waiting stream. And what paces background
     // rounds (the one owner of background work runs every loop), a repeat's
-    // polls of a run on another replica in Redis, and a job read's `wait_ms`.
+    // polls of a run on another replica in Redis, and a job read's `wait_ms`; a
+    // job event stream's pings and long-poll wait, and the rounds of the Redis
+    // event log's follower and the retries of its writer.
     let allowed = [
         "engine/completion/",
         "background.rs",
@@ -143,6 +145,8 @@ fn only_the_attempt_loop_sleeps() {
         "server/connection.rs",
         "jobs/runner.rs",
         "jobs/waiters.rs",
+        "jobs/events/read.rs",
+        "jobs/events/redis.rs",
         "ops/request_body.rs",
         "relay/commit.rs",
     ];

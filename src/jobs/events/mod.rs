@@ -17,7 +17,6 @@ pub mod read;
 mod redis;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -26,21 +25,11 @@ pub use self::feed::{Feed, JobEnd, ResumedFrom, Start};
 pub use self::kept::{EventId, Kept, Malformed};
 use self::memory::MemoryLog;
 use self::redis::RedisLog;
+pub use super::settings::StreamSettings;
 use super::{Job, JobStore, StoreDown};
 use crate::background::Background;
 use crate::fleet::Redis;
 use crate::wall::unix_millis;
-
-/// The settings of job event streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamSettings {
-    /// `LADLE_STREAM_TTL_MS`: how long a finished job's events are kept.
-    pub ttl: Duration,
-    /// `LADLE_STREAM_MAX_BYTES`: finished jobs' kept events without Redis.
-    pub max_bytes: u64,
-    /// `LADLE_STREAM_PROGRESS_MS`: the `progress` interval (`None`: none).
-    pub progress: Option<Duration>,
-}
 
 /// The event log of every job, and what its readers need.
 #[derive(Clone)]

@@ -130,25 +130,41 @@ async fn saving_a_template_that_exceeds_its_limits_with_its_defaults_is_422_inva
 /// Hostile renders fired at once: this many admin renders and task requests each.
 const HOSTILE: usize = 3;
 
-#[tokio::test]
+// Two workers, as the gateway has on this machine: in a test the gateway shares
+// the test's runtime, and on one thread the test's own client work would count
+// as the gateway's stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_renders_never_stall_a_stream_in_flight() {
     // Arrange: a stream of 70 chunks 20 ms apart (1.4 s).
     let app = with_hostile_tasks().await;
     let pieces: Vec<String> = (0..70).map(|n| format!("{n} ")).collect();
     let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
     app.upstream().push([paced_answer(&pieces, 20)]);
-    let response = app.chat(true).await;
-    assert_eq!(response.status(), 200);
-    let mut body = response.bytes_stream();
-    body.next().await.expect("a first chunk").expect("bytes");
-    let reader = tokio::spawn(async move {
-        let mut arrivals = vec![Instant::now()];
-        while let Some(chunk) = body.next().await {
-            chunk.expect("the stream goes on");
-            arrivals.push(Instant::now());
-        }
-        arrivals
+    // The stream is read on a thread and runtime of its own, so that what the
+    // test's own client does for the hostile requests (connecting, say) cannot
+    // delay the reader and pass for a gap in the gateway's stream.
+    let request = app.chat_request(true);
+    let (began, first_chunk) = tokio::sync::oneshot::channel();
+    let reader = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let response = request.send().await.expect("the gateway answers");
+            assert_eq!(response.status(), 200);
+            let mut body = response.bytes_stream();
+            body.next().await.expect("a first chunk").expect("bytes");
+            let mut arrivals = vec![Instant::now()];
+            let _ = began.send(());
+            while let Some(chunk) = body.next().await {
+                chunk.expect("the stream goes on");
+                arrivals.push(Instant::now());
+            }
+            arrivals
+        })
     });
+    first_chunk.await.expect("the stream began");
     // Act: hostile renders, all at once, while the stream runs.
     let fired = Instant::now();
     let admin = (0..HOSTILE).map(|_| async { admin_render(&app, 100_000).await.status() });
@@ -161,7 +177,9 @@ async fn hostile_renders_never_stall_a_stream_in_flight() {
         futures_util::future::join_all(tasks)
     );
     let renders_took = fired.elapsed();
-    let arrivals = reader.await.expect("the reader ends");
+    let arrivals = tokio::task::spawn_blocking(move || reader.join().expect("the reader ends"))
+        .await
+        .expect("joined");
     // Assert: every render was refused, and the stream kept its pace meanwhile.
     assert!(
         admin.iter().chain(&tasks).all(|s| *s == 422),

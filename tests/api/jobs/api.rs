@@ -52,19 +52,30 @@ async fn a_submit_is_202_with_the_queued_job_then_it_runs_and_a_wait_sees_it_suc
 }
 
 #[tokio::test]
-async fn prefer_respond_async_among_other_preferences_submits_and_accept_is_ignored() {
+async fn prefer_respond_async_among_other_preferences_submits() {
     let upstream = MockUpstream::start().await;
-    upstream.push([ideas()]);
+    upstream.cycle([ideas()]);
     let gateway = Gateway::options().mock(&upstream).start().await;
     let response = gateway
         .post_request("/v1/tasks/fridge", &fridge("豆腐"))
         .header("prefer", "wait=10, Respond-Async")
-        .header("accept", "text/event-stream")
         .send()
         .await
         .expect("answers");
     assert_eq!(response.status(), 202);
     assert_eq!(response.headers()["content-type"], "application/json");
+    // With `Accept: text/event-stream` the answer is the job's stream (11.1).
+    let streamed = gateway
+        .post_request("/v1/tasks/fridge", &fridge("青椒"))
+        .header("prefer", "wait=10, Respond-Async")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(streamed.status(), 200);
+    assert_eq!(streamed.headers()["content-type"], "text/event-stream");
+    assert_eq!(streamed.headers()["preference-applied"], "respond-async");
+    assert!(streamed.headers()["location"].to_str().is_ok_and(|l| l.starts_with("/v1/jobs/job_")));
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ fn job(status: &str) -> Bytes {
 }
 
 fn delta() -> Bytes {
-    Bytes::from_static(br#"{"content":"番茄"}"#)
+    Bytes::from(r#"{"content":"番茄"}"#)
 }
 
 /// A job that was queued, ran once, and is running again after a retry:
