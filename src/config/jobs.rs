@@ -74,7 +74,12 @@ fn streams(src: &Sources<'_>) -> Result<StreamSettings, ConfigError> {
         return Err(invalid("LADLE_STREAM_MAX_BYTES", "must be at least 1"));
     }
     let Millis(progress) = src.get("LADLE_STREAM_PROGRESS_MS")?;
+    let Millis(stall) = src.get("LADLE_STREAM_STALL_MS")?;
+    if stall < Duration::from_millis(100) {
+        return Err(invalid("LADLE_STREAM_STALL_MS", "must be at least 100"));
+    }
     Ok(StreamSettings {
+        stall,
         ttl: src.get::<Millis>("LADLE_STREAM_TTL_MS")?.0,
         max_bytes,
         progress: (!progress.is_zero()).then_some(progress),

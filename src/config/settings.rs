@@ -77,6 +77,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("LADLE_STREAM_TTL_MS", "900000"),
     ("LADLE_STREAM_MAX_BYTES", "67108864"),
     ("LADLE_STREAM_PROGRESS_MS", "2000"),
+    ("LADLE_STREAM_STALL_MS", "45000"),
     ("LADLE_CACHE_MAX_ENTRIES", "10000"),
     ("LADLE_CLIENT_KEYS_FILE", ""),
 ];

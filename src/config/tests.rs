@@ -281,3 +281,25 @@ fn unknown_variables_are_named_in_one_warning_and_a_short_token_is_warned_about(
         Config::load(None, &env_of(&[("LADLE_ADMIN_TOKEN", "0123456789abcdef")])).expect("valid");
     assert_eq!(long.warnings(Vec::new()), Vec::<String>::new());
 }
+
+#[test]
+fn the_stream_settings_default_as_the_contract_says_and_name_their_key() {
+    let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+    let streams = config.jobs.streams;
+    assert_eq!(streams.ttl, Duration::from_millis(900_000));
+    assert_eq!(streams.max_bytes, 67_108_864);
+    assert_eq!(streams.progress, Some(Duration::from_millis(2_000)));
+    assert_eq!(streams.stall, Duration::from_millis(45_000));
+    let off = Config::load(None, &env_of(&[("LADLE_STREAM_PROGRESS_MS", "0")])).expect("valid");
+    assert_eq!(off.jobs.streams.progress, None, "0 = no progress events");
+    for (key, value) in [
+        ("LADLE_STREAM_TTL_MS", "soon"),
+        ("LADLE_STREAM_MAX_BYTES", "0"),
+        ("LADLE_STREAM_MAX_BYTES", "-1"),
+        ("LADLE_STREAM_PROGRESS_MS", "2s"),
+        ("LADLE_STREAM_STALL_MS", "99"),
+    ] {
+        let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([(key, value)]));
+        assert_eq!(error_key(Config::load(None, &env_of(pairs))), key, "{value}");
+    }
+}

@@ -35,4 +35,7 @@ pub struct StreamSettings {
     pub max_bytes: u64,
     /// `LADLE_STREAM_PROGRESS_MS`: the `progress` interval (`None`: none).
     pub progress: Option<Duration>,
+    /// `LADLE_STREAM_STALL_MS`: a reader's client must take each frame within
+    /// this, or its connection is cut (a reader that never reads holds nothing).
+    pub stall: Duration,
 }

@@ -25,10 +25,6 @@ use crate::relay::sse_response;
 use crate::request::submit::submitted_headers;
 use crate::state::AppState;
 
-/// A reader's client must take each frame within this (three pings), or its
-/// connection is cut: a reader that never reads holds nothing for long.
-const READER_STALL: Duration = Duration::from_secs(45);
-
 /// The query of an events read.
 #[derive(Debug, Deserialize)]
 pub struct EventsQuery {
@@ -131,7 +127,11 @@ fn stream(
         return StatusCode::NO_CONTENT.into_response();
     }
     let (jobs, id) = (app.jobs.clone(), job.id.clone());
+    // A reader's client must take each frame within `LADLE_STREAM_STALL_MS`, or
+    // its connection is cut: a reader that never reads holds nothing for long.
+    let stall = app.jobs.events().settings().stall;
     let reader = Reader {
+        stall,
         feed,
         start,
         alone,
@@ -140,7 +140,7 @@ fn stream(
         line,
     };
     let mut response = sse_response(Body::from_stream(reader.stream()));
-    response.extensions_mut().insert(ReaderStall(READER_STALL));
+    response.extensions_mut().insert(ReaderStall(stall));
     response
 }
 

@@ -33,8 +33,9 @@ user = "bench"
 
 /// What the streams benchmark measured.
 pub struct Streams {
-    /// (sync, job): CPU ms per stream, time to first delta p50 and p99 (ms).
-    live: [[f64; 3]; 2],
+    /// Per answer length (20 and 200 chunks), (sync, job): CPU ms per stream,
+    /// time to first delta p50 and p99 (ms).
+    live: [[[f64; 3]; 2]; 2],
     streams: usize,
     readers: usize,
     idle_kib_per_reader: f64,
@@ -50,7 +51,7 @@ pub struct Streams {
 /// Runs every part against the fast mock at `mock`.
 pub async fn run(mock: SocketAddr, scale: f64, ticks: u64) -> Result<Streams, String> {
     let prompts = procs::scratch_dir("streams-prompts")?;
-    for (name, chunks, gap) in [("fast", 20, 1), ("slow", 200, 20), ("long", 300, 0)] {
+    for (name, chunks, gap) in [("fast", 20, 1), ("recipe", 200, 1), ("slow", 200, 20), ("long", 300, 0)] {
         std::fs::write(prompts.join(format!("{name}.toml")), prompt(chunks, gap))
             .map_err(|e| e.to_string())?;
     }
@@ -67,7 +68,10 @@ pub async fn run(mock: SocketAddr, scale: f64, ticks: u64) -> Result<Streams, St
     let client = crate::load::client();
     let streams = ((200.0 * scale) as usize).max(40);
     let ladle = procs::start_ladle(mock, &env(&[]))?;
-    let live = live_against_sync(&client, &ladle, streams, ticks).await?;
+    let live = [
+        live_against_sync(&client, &ladle, "fast", streams, ticks).await?,
+        live_against_sync(&client, &ladle, "recipe", streams / 2, ticks).await?,
+    ];
     let readers = ((1_000.0 * scale) as usize).max(100);
     let (idle_kib_per_reader, cpu_us_per_event, delivered) =
         many_readers(&ladle, readers, ticks).await?;
@@ -122,11 +126,12 @@ async fn read_events(response: reqwest::Response, started: Instant) -> (Option<D
     (first, text.contains("event: result"))
 }
 
-/// Sequential streams, alternating a synchronous task stream and a job's
-/// stream, 20 chunks each: CPU per stream and time to the first delta.
+/// Sequential streams of `task`, alternating a synchronous task stream and a
+/// job's stream: CPU per stream and time to the first delta.
 async fn live_against_sync(
     client: &reqwest::Client,
     ladle: &Proc,
+    task: &str,
     count: usize,
     ticks: u64,
 ) -> Result<[[f64; 3]; 2], String> {
@@ -137,7 +142,7 @@ async fn live_against_sync(
         let job = n % 2 == 1;
         let before = ladle.cpu_ns(ticks);
         let started = Instant::now();
-        let response = task_request(client, &base, "fast", job)
+        let response = task_request(client, &base, task, job)
             .send()
             .await
             .map_err(|e| e.to_string())?;
@@ -173,17 +178,7 @@ async fn many_readers(ladle: &Proc, readers: usize, ticks: u64) -> Result<(f64, 
         .pool_max_idle_per_host(0)
         .build()
         .map_err(|e| e.to_string())?;
-    let submitted: serde_json::Value = client
-        .post(format!("{base}/v1/tasks/slow?async=true"))
-        .header("content-type", "application/json")
-        .body("{}")
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
-    let id = submitted["id"].as_str().ok_or("no job id")?.to_owned();
+    let id = submit(&client, &base, "slow").await?;
     // Wait until its run has begun writing, so each reader starts live.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss_before = ladle.rss_kib();
@@ -248,22 +243,27 @@ async fn resume_latency(client: &reqwest::Client, ladle: &Proc, count: usize) ->
     Ok([quantile(&times, 0.5), quantile(&times, 0.99)])
 }
 
+/// Submits a job of `task`: its id.
+async fn submit(client: &reqwest::Client, base: &str, task: &str) -> Result<String, String> {
+    let job: serde_json::Value = client
+        .post(format!("{base}/v1/tasks/{task}?async=true"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(job["id"].as_str().ok_or("no job id")?.to_owned())
+}
+
 /// `count` fast jobs submitted and waited for.
 async fn finish_jobs(client: &reqwest::Client, ladle: &Proc, count: usize) -> Result<(), String> {
     let base = format!("http://{}", ladle.addr);
     let mut ids = Vec::new();
     for _ in 0..count {
-        let job: serde_json::Value = client
-            .post(format!("{base}/v1/tasks/fast?async=true"))
-            .header("content-type", "application/json")
-            .body("{}")
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
-        ids.push(job["id"].as_str().ok_or("no job id")?.to_owned());
+        ids.push(submit(client, &base, "fast").await?);
     }
     for id in ids {
         let job: serde_json::Value = client
@@ -284,19 +284,25 @@ async fn finish_jobs(client: &reqwest::Client, ladle: &Proc, count: usize) -> Re
 impl Streams {
     /// The section of the report.
     pub fn render(&self) -> String {
-        let [sync, job] = self.live;
         let mut out = String::from("### Job event streams\n\n");
         let _ = writeln!(
             out,
-            "| {} streams of 20 chunks, one at a time | CPU ms/stream | first delta p50 ms | p99 ms |\n|---|---|---|---|",
-            self.streams
+            "| streams, one at a time | CPU ms/stream | first delta p50 ms | p99 ms |\n|---|---|---|---|"
         );
-        let _ = writeln!(out, "| synchronous task stream | {:.3} | {:.3} | {:.3} |", sync[0], sync[1], sync[2]);
-        let _ = writeln!(
-            out,
-            "| job read live (its submit's stream) | {:.3} ({:.2}×) | {:.3} ({:.2}×) | {:.3} ({:.2}×) |\n",
-            job[0], job[0] / sync[0], job[1], job[1] / sync[1], job[2], job[2] / sync[2]
-        );
+        for (live, (chunks, count)) in self.live.iter().zip([(20, self.streams), (200, self.streams / 2)]) {
+            let [sync, job] = live;
+            let _ = writeln!(
+                out,
+                "| {count} synchronous task streams of {chunks} chunks | {:.3} | {:.3} | {:.3} |",
+                sync[0], sync[1], sync[2]
+            );
+            let _ = writeln!(
+                out,
+                "| {count} jobs of {chunks} chunks read live (the submit's stream) | {:.3} ({:.2}×) | {:.3} ({:.2}×) | {:.3} ({:.2}×) |",
+                job[0], job[0] / sync[0], job[1], job[1] / sync[1], job[2], job[2] / sync[2]
+            );
+        }
+        out.push('\n');
         let _ = writeln!(
             out,
             "* {} readers of one job: {:.1} KiB of RSS per idle reader; {} events delivered, {:.2} µs of CPU per delivered event.",

@@ -23,7 +23,8 @@ use super::kept::Kept;
 use crate::engine::metrics::Metrics;
 use crate::ops::telemetry::NULL;
 
-/// A `: ping` comment is sent when nothing else was for this long.
+/// A `: ping` comment is sent when nothing else was for this long (or a third of
+/// the stall limit, if that is shorter: a reader that reads is never cut).
 pub const PING_EVERY: Duration = Duration::from_secs(15);
 
 /// Events read from the feed at a time.
@@ -107,6 +108,7 @@ pub struct Reading {
     shutdown: CancellationToken,
     runs_here: Box<dyn Fn() -> bool + Send + Sync>,
     shutting: bool,
+    ping_every: Duration,
     done: bool,
     line: EndLine,
 }
@@ -123,6 +125,8 @@ pub struct Reader {
     pub shutdown: CancellationToken,
     /// Whether the job's run goes on in this process.
     pub runs_here: Box<dyn Fn() -> bool + Send + Sync>,
+    /// `LADLE_STREAM_STALL_MS`.
+    pub stall: Duration,
     /// The stream-end line.
     pub line: EndLine,
 }
@@ -145,6 +149,7 @@ impl Reader {
             shutdown: self.shutdown,
             runs_here: self.runs_here,
             shutting: false,
+            ping_every: PING_EVERY.min(self.stall / 3),
             done: matches!(self.start, Start::Over),
             line: self.line,
         };
@@ -182,7 +187,7 @@ impl Reading {
                         return Some(frame);
                     }
                 }
-                () = tokio::time::sleep(PING_EVERY) => return Some(Bytes::from_static(b": ping\n\n")),
+                () = tokio::time::sleep(self.ping_every) => return Some(Bytes::from_static(b": ping\n\n")),
                 () = self.shutdown.cancelled(), if !self.shutting => {
                     match (self.runs_here)() {
                         true => self.shutting = true,

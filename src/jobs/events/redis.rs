@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use ::redis::streams::{StreamId, StreamRangeReply, StreamReadReply};
 use bytes::Bytes;
 use tokio::sync::{Notify, mpsc};
 
@@ -191,7 +190,7 @@ impl RedisLog {
         }
         let feed = Arc::new(Feed::default());
         let stream = self.stream(id);
-        let read: StreamRangeReply = self
+        let read: Vec<Entry> = self
             .redis
             .call("job_events_read", CALL_TIMEOUT, |mut c| async move {
                 ::redis::cmd("XRANGE")
@@ -203,7 +202,7 @@ impl RedisLog {
             })
             .await
             .map_err(|e| StoreDown(e.to_string()))?;
-        feed.extend(read.ids.iter().filter_map(kept).collect());
+        feed.extend(read.into_iter().filter_map(kept).collect());
         lock(&self.feeds).insert(id.to_owned(), Arc::downgrade(&feed));
         Ok(feed)
     }
@@ -234,7 +233,7 @@ impl RedisLog {
         for (_, _, from) in &followed {
             command.arg(from);
         }
-        let read: Result<Option<StreamReadReply>, _> = self
+        let read: Result<Option<Vec<(String, Vec<Entry>)>>, _> = self
             .redis
             .call("job_events_follow", CALL_TIMEOUT, |mut c| async move {
                 command.query_async(&mut c).await
@@ -243,16 +242,15 @@ impl RedisLog {
         let Ok(Some(read)) = read else {
             return;
         };
-        for stream in read.keys {
-            let Some((_, feed, _)) = followed.iter().find(|(key, _, _)| *key == stream.key) else {
+        for (key, entries) in read {
+            let Some((_, feed, _)) = followed.iter().find(|(followed, _, _)| *followed == key) else {
                 continue;
             };
-            let progress = stream.ids.iter().rev().find(|entry| !entry.contains_key("i"));
-            let data = progress.and_then(|entry| entry.get::<Vec<u8>>("d"));
-            if let Some(data) = data {
-                feed.progress(progress_frame(&data));
+            let progress = entries.iter().rev().find(|(_, fields)| field(fields, b"i").is_none());
+            if let Some(data) = progress.and_then(|(_, fields)| field(fields, b"d")) {
+                feed.progress(progress_frame(data));
             }
-            feed.extend(stream.ids.iter().filter_map(kept).collect());
+            feed.extend(entries.into_iter().filter_map(kept).collect());
         }
     }
 }
@@ -314,13 +312,27 @@ impl RedisLog {
     }
 }
 
+/// A stream entry as Redis answers it: its id, and its fields and values in
+/// turn (read as they are: no map per entry).
+type Entry = (String, Vec<Vec<u8>>);
+
+/// The value of `name` among an entry's fields.
+fn field<'a>(fields: &'a [Vec<u8>], name: &[u8]) -> Option<&'a [u8]> {
+    fields
+        .chunks_exact(2)
+        .find(|pair| pair[0] == name)
+        .map(|pair| pair[1].as_slice())
+}
+
 /// A stream entry as a kept event (progress entries have no id and are not).
-fn kept(entry: &StreamId) -> Option<((u64, u64), Kept)> {
-    let id = EventId::parse(&entry.get::<String>("i")?).ok().flatten()?;
-    let (ms, n) = entry.id.split_once('-')?;
+fn kept((entry, mut fields): Entry) -> Option<((u64, u64), Kept)> {
+    let id = std::str::from_utf8(field(&fields, b"i")?).ok()?;
+    let id = EventId::parse(id).ok().flatten()?;
+    let (ms, n) = entry.split_once('-')?;
     let at = (ms.parse().ok()?, n.parse().ok()?);
-    let name: String = entry.get("e")?;
-    let data: Vec<u8> = entry.get("d")?;
+    let name = String::from_utf8(field(&fields, b"e")?.to_vec()).ok()?;
+    let at_data = fields.chunks_exact(2).position(|pair| pair[0] == b"d")? * 2 + 1;
+    let data = std::mem::take(&mut fields[at_data]);
     Some((at, Kept::new(id, &name, data.into())))
 }
 

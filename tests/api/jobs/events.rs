@@ -72,6 +72,17 @@ pub fn text_of(events: &[SseEvent]) -> String {
         .collect()
 }
 
+/// The first stream-end line of job `id`, waited for.
+async fn stream_end_line(gateway: &LadleProcess, id: &str) -> Value {
+    eventually(Duration::from_secs(10), "the stream-end line", async || {
+        gateway.lines().into_iter().find_map(|line| {
+            let line: Value = serde_json::from_str(&line).ok()?;
+            (line["message"] == "job stream ended" && line["job_id"] == id).then_some(line)
+        })
+    })
+    .await
+}
+
 /// The kept events (those with an id), their raw text joined.
 fn raw(events: &[SseEvent]) -> Vec<String> {
     events.iter().filter(|e| e.id.is_some()).map(|e| e.raw.clone()).collect()
@@ -105,14 +116,10 @@ async fn a_submit_streamed_has_every_event_with_gapless_ids_and_the_whole_answer
     // The job as GET shows it is the final event's.
     let job = json_of(gateway.get(&format!("/v1/jobs/{id}")).await).await;
     assert_eq!(job["result"], result);
-    let ended = eventually(Duration::from_secs(2), "the stream-end line", async || {
-        gateway.lines().into_iter().find_map(|line| {
-            let line: Value = serde_json::from_str(&line).ok()?;
-            (line["message"] == "job stream ended" && line["job_id"] == id.as_str()).then_some(line)
-        })
-    })
-    .await;
+    let ended = stream_end_line(&gateway, &id).await;
     assert_eq!(ended["reason"], "final");
+    // No kept event's text reaches a log line.
+    assert!(!gateway.lines().iter().any(|line| line.contains("青椒土豆丝")));
     assert_eq!(ended["events"], events.len() as u64);
     assert_eq!((ended["cursor"].clone(), ended["resumed_from"].clone()), (json!(null), json!(null)));
 }
@@ -155,7 +162,12 @@ async fn a_client_that_goes_away_changes_nothing() {
     let id = located(&response);
     let mut reader = EventReader::new(response);
     reader.take(3).await;
+    assert_eq!(gateway.metric("ladle_job_streams").await, 1.0, "a submit's own stream counts");
     drop(reader);
+    eventually(Duration::from_secs(2), "the stream counted as closed", async || {
+        (gateway.metric("ladle_job_streams").await == 0.0).then_some(())
+    })
+    .await;
     let job = super::job_after(&gateway, &id, 5_000).await;
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["result"]["output"]["ideas"][2], "麻婆豆腐", "read to its end");
@@ -208,12 +220,34 @@ async fn at_sigterm_a_stream_whose_run_is_not_here_ends_at_once() {
     gateway.terminate();
     let ended = queued.next_within(Duration::from_secs(2)).await;
     assert_eq!(ended, Ok(None), "the stream ends at once");
-    let line = eventually(Duration::from_secs(2), "its stream-end line", async || {
-        gateway.lines().into_iter().find_map(|line| {
-            let line: Value = serde_json::from_str(&line).ok()?;
-            (line["message"] == "job stream ended" && line["job_id"] == id.as_str()).then_some(line)
-        })
-    })
-    .await;
+    let line = stream_end_line(&gateway, &id).await;
     assert_eq!(line["reason"], "shutdown");
+}
+
+#[tokio::test]
+async fn a_reader_that_never_reads_is_cut_at_its_stall_limit_and_the_job_goes_on() {
+    let upstream = MockUpstream::start().await;
+    // Megabytes of events: more than the sockets' buffers hold.
+    let pad = "豆".repeat(1_000);
+    let mut pieces = vec![r#"{"ideas": ["番茄炒蛋"], "pad": ""#.to_owned()];
+    pieces.extend((0..3_000).map(|_| pad.clone()));
+    pieces.push(r#""}"#.to_owned());
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    upstream.push([sse_answer(&pieces)]);
+    let env = [("LADLE_STREAM_STALL_MS", "300"), ("LADLE_MAX_ANSWER_BYTES", "33554432")];
+    let gateway = LadleProcess::start(&upstream.url, &env).await;
+    let submitted = gateway.post("/v1/tasks/fridge?async=true", &fridge("豆")).await;
+    let id = super::job_id(submitted).await;
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4_096).expect("a small buffer");
+    let address = gateway.address().parse().expect("an address");
+    let mut stream = socket.connect(address).await.expect("connects");
+    let head = format!("GET /v1/jobs/{id}/events HTTP/1.1\r\nHost: ladle\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes()).await.expect("sent");
+    // Never read: the stream is cut once it has waited past its stall limit.
+    let line = stream_end_line(&gateway, &id).await;
+    assert_eq!(line["reason"], "client_gone");
+    let job = super::job_after(&gateway, &id, 10_000).await;
+    assert_eq!(job["status"], "succeeded", "the job never waited for its reader");
+    drop(stream);
 }
