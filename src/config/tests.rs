@@ -300,6 +300,10 @@ fn the_stream_settings_default_as_the_contract_says_and_name_their_key() {
         ("LADLE_STREAM_STALL_MS", "99"),
     ] {
         let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([(key, value)]));
-        assert_eq!(error_key(Config::load(None, &env_of(pairs))), key, "{value}");
+        assert_eq!(
+            error_key(Config::load(None, &env_of(pairs))),
+            key,
+            "{value}"
+        );
     }
 }

@@ -193,7 +193,10 @@ where
         let caller = response.extensions_mut().remove::<Caller>();
         let held = response.extensions_mut().remove::<HeldUntilEnd>();
         let held = held.filter(|_| response.extensions().get::<OutlivesItsWork>().is_none());
-        let stall = response.extensions().get::<ReaderStall>().map(|stall| stall.0);
+        let stall = response
+            .extensions()
+            .get::<ReaderStall>()
+            .map(|stall| stall.0);
         if let (Some(connection), Some(stall)) = (&seen.connection, stall) {
             connection.stream_until(Instant::now() + stall);
         }

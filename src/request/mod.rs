@@ -134,7 +134,10 @@ pub fn progress(
 /// Remembers how long a task's answer made now was (a kept answer is not
 /// counted): `progress` events' `expected_chars`.
 pub fn remember_length(app: &AppState, task: &str, finished: &Finished) {
-    if matches!(finished.cache, Some(Cached::Hit { .. } | Cached::Stale { .. })) {
+    if matches!(
+        finished.cache,
+        Some(Cached::Hit { .. } | Cached::Stale { .. })
+    ) {
         return;
     }
     if let Some(choice) = finished.choices.first() {

@@ -4,7 +4,6 @@
 //! submit asks for with `Accept: text/event-stream`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -53,7 +52,8 @@ pub async fn read(
         wait_ms: query.wait_ms,
     }
     .wait()?;
-    let long_polled = accepts(&headers, "application/json") && !accepts(&headers, "text/event-stream");
+    let long_polled =
+        accepts(&headers, "application/json") && !accepts(&headers, "text/event-stream");
     let (feed, start) = open(&app, &job, named).await?;
     let alone = matches!(start, Start::FinalAlone { .. }).then(|| final_alone(&job));
     if !long_polled {
@@ -150,12 +150,9 @@ fn cursor(
     headers: &HeaderMap,
     after: Option<String>,
 ) -> Result<(Option<String>, Option<EventId>), ApiError> {
-    let header = headers.get("last-event-id").map(|value| {
-        value
-            .to_str()
-            .map(str::to_owned)
-            .map_err(|_| malformed())
-    });
+    let header = headers
+        .get("last-event-id")
+        .map(|value| value.to_str().map(str::to_owned).map_err(|_| malformed()));
     let given = match header.transpose()? {
         Some(header) if !header.is_empty() => Some(header),
         _ => after.filter(|after| !after.is_empty()),
@@ -173,7 +170,8 @@ fn cursor(
 
 fn malformed() -> ApiError {
     ApiError::InvalidRequest(
-        "the cursor (Last-Event-ID or after) must be {run}.{seq}: two runs of 1 to 10 digits".into(),
+        "the cursor (Last-Event-ID or after) must be {run}.{seq}: two runs of 1 to 10 digits"
+            .into(),
     )
 }
 

@@ -182,8 +182,16 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
     let _ = child.kill();
     let _ = child.wait();
     let cut = std::fs::read_to_string(folder.join("ladle-events.txt")).expect("the cut stream");
-    let last = cut.lines().filter_map(|l| l.strip_prefix("id: ")).last().expect("an id");
-    assert_eq!(cut.lines().filter(|l| l.starts_with("id: ")).count(), 30, "{cut}");
+    let last = cut
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .next_back()
+        .expect("an id");
+    assert_eq!(
+        cut.lines().filter(|l| l.starts_with("id: ")).count(),
+        30,
+        "{cut}"
+    );
     // What the shell printed: the cut stream's last event (`tail -n 4`), then the
     // resumed stream.
     let printed_out = String::from_utf8_lossy(&watched.stdout);
@@ -191,7 +199,10 @@ fn demo_prints_curl_lines_for_its_bound_address_and_serves() {
     let (run, seq) = last.split_once('.').expect("{run}.{seq}");
     let next = format!("{run}.{}", seq.parse::<u32>().expect("a seq") + 1);
     assert!(resumed.contains(&format!("id: {next}\n")), "{resumed}");
-    assert!(!resumed.contains(&format!("id: {last}\n")), "nothing seen is sent again");
+    assert!(
+        !resumed.contains(&format!("id: {last}\n")),
+        "nothing seen is sent again"
+    );
     let final_job = resumed.trim_end().lines().last().expect("the final event");
     assert!(final_job.contains(r#""status":"succeeded""#), "{final_job}");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");

@@ -51,7 +51,12 @@ pub struct Streams {
 /// Runs every part against the fast mock at `mock`.
 pub async fn run(mock: SocketAddr, scale: f64, ticks: u64) -> Result<Streams, String> {
     let prompts = procs::scratch_dir("streams-prompts")?;
-    for (name, chunks, gap) in [("fast", 20, 1), ("recipe", 200, 1), ("slow", 200, 20), ("long", 300, 0)] {
+    for (name, chunks, gap) in [
+        ("fast", 20, 1),
+        ("recipe", 200, 1),
+        ("slow", 200, 20),
+        ("long", 300, 0),
+    ] {
         std::fs::write(prompts.join(format!("{name}.toml")), prompt(chunks, gap))
             .map_err(|e| e.to_string())?;
     }
@@ -103,7 +108,12 @@ pub async fn run(mock: SocketAddr, scale: f64, ticks: u64) -> Result<Streams, St
 }
 
 /// A POST of task `task` asking for events; `job`: as a job's stream.
-fn task_request(client: &reqwest::Client, base: &str, task: &str, job: bool) -> reqwest::RequestBuilder {
+fn task_request(
+    client: &reqwest::Client,
+    base: &str,
+    task: &str,
+    job: bool,
+) -> reqwest::RequestBuilder {
     let query = if job { "?async=true" } else { "" };
     client
         .post(format!("{base}/v1/tasks/{task}{query}"))
@@ -187,11 +197,19 @@ async fn many_readers(ladle: &Proc, readers: usize, ticks: u64) -> Result<(f64, 
     for _ in 0..readers {
         let (client, url) = (client.clone(), format!("{base}/v1/jobs/{id}/events"));
         tasks.push(tokio::spawn(async move {
-            let response = client.get(url).header("last-event-id", "1.40").send().await.ok()?;
+            let response = client
+                .get(url)
+                .header("last-event-id", "1.40")
+                .send()
+                .await
+                .ok()?;
             let mut body = response.bytes_stream();
             let mut events = 0u64;
             while let Some(Ok(bytes)) = body.next().await {
-                events += bytes.windows(4).filter(|w| w == b"\nid:" || w == b"id: ").count() as u64;
+                events += bytes
+                    .windows(4)
+                    .filter(|w| w == b"\nid:" || w == b"id: ")
+                    .count() as u64;
             }
             Some(events)
         }));
@@ -204,12 +222,20 @@ async fn many_readers(ladle: &Proc, readers: usize, ticks: u64) -> Result<(f64, 
     }
     let cpu = ladle.cpu_ns(ticks) - cpu_before;
     let per_reader = rss_open.saturating_sub(rss_before) as f64 / readers as f64;
-    Ok((per_reader, cpu as f64 / 1e3 / delivered.max(1) as f64, delivered))
+    Ok((
+        per_reader,
+        cpu as f64 / 1e3 / delivered.max(1) as f64,
+        delivered,
+    ))
 }
 
 /// A finished job of 300 events, then `count` resumes from its middle: the time
 /// from the request to the first byte of the body, p50 and p99 in ms.
-async fn resume_latency(client: &reqwest::Client, ladle: &Proc, count: usize) -> Result<[f64; 2], String> {
+async fn resume_latency(
+    client: &reqwest::Client,
+    ladle: &Proc,
+    count: usize,
+) -> Result<[f64; 2], String> {
     let base = format!("http://{}", ladle.addr);
     let response = task_request(client, &base, "long", true)
         .send()
@@ -289,7 +315,11 @@ impl Streams {
             out,
             "| streams, one at a time | CPU ms/stream | first delta p50 ms | p99 ms |\n|---|---|---|---|"
         );
-        for (live, (chunks, count)) in self.live.iter().zip([(20, self.streams), (200, self.streams / 2)]) {
+        for (live, (chunks, count)) in self
+            .live
+            .iter()
+            .zip([(20, self.streams), (200, self.streams / 2)])
+        {
             let [sync, job] = live;
             let _ = writeln!(
                 out,
@@ -299,7 +329,12 @@ impl Streams {
             let _ = writeln!(
                 out,
                 "| {count} jobs of {chunks} chunks read live (the submit's stream) | {:.3} ({:.2}×) | {:.3} ({:.2}×) | {:.3} ({:.2}×) |",
-                job[0], job[0] / sync[0], job[1], job[1] / sync[1], job[2], job[2] / sync[2]
+                job[0],
+                job[0] / sync[0],
+                job[1],
+                job[1] / sync[1],
+                job[2],
+                job[2] / sync[2]
             );
         }
         out.push('\n');

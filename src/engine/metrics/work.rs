@@ -36,8 +36,11 @@ impl Metrics {
             .register_gauge(&key, &METADATA)
             .increment(1.0);
         if let Some(from) = from {
-            self.labelled_counter("ladle_job_stream_resumes_total", vec![Label::new("from", from)])
-                .increment(1);
+            self.labelled_counter(
+                "ladle_job_stream_resumes_total",
+                vec![Label::new("from", from)],
+            )
+            .increment(1);
         }
     }
 

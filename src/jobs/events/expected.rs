@@ -59,7 +59,11 @@ mod tests {
         for _ in 0..20 {
             expected.answered("recipe", 1_500);
         }
-        assert_eq!(expected.of("recipe"), Some(1_500), "only the last twenty count");
+        assert_eq!(
+            expected.of("recipe"),
+            Some(1_500),
+            "only the last twenty count"
+        );
         assert_eq!(expected.of("fridge"), None);
     }
 }

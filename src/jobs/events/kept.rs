@@ -129,7 +129,19 @@ mod tests {
         assert_eq!(EventId::parse("0001.0003"), id(1, 3));
         assert_eq!(EventId::parse("0.1"), id(0, 1));
         assert_eq!(EventId::parse("9999999999.1"), Ok(None), "names no event");
-        for bad in ["", ".", "1.", ".1", "1.2.3", "+1.2", "-1.2", "1.2 ", "a.b", "12345678901.1", "１.２"] {
+        for bad in [
+            "",
+            ".",
+            "1.",
+            ".1",
+            "1.2.3",
+            "+1.2",
+            "-1.2",
+            "1.2 ",
+            "a.b",
+            "12345678901.1",
+            "１.２",
+        ] {
             assert_eq!(EventId::parse(bad), Err(Malformed), "{bad:?}");
         }
     }
@@ -150,7 +162,11 @@ mod tests {
         );
         assert_eq!(running.kind, Kind::Job(JobStatus::Running));
         assert!(!running.is_final());
-        let delta = Kept::new(EventId { run: 1, seq: 2 }, "delta", Bytes::from_static(b"{}"));
+        let delta = Kept::new(
+            EventId { run: 1, seq: 2 },
+            "delta",
+            Bytes::from_static(b"{}"),
+        );
         assert_eq!(delta.kind, Kind::Run);
     }
 }

@@ -44,7 +44,14 @@ impl MemoryLog {
 
     /// Keeps job `id`'s next event of `run` at `now` (Unix ms); `None` when the
     /// job's events ended already or the run is an older one.
-    pub fn append(&self, id: &str, run: u32, name: &str, data: Bytes, now: u64) -> Option<Arc<Kept>> {
+    pub fn append(
+        &self,
+        id: &str,
+        run: u32,
+        name: &str,
+        data: Bytes,
+        now: u64,
+    ) -> Option<Arc<Kept>> {
         let mut state = self.lock();
         let feed = state
             .feeds
@@ -117,7 +124,10 @@ mod tests {
     use super::*;
 
     fn job(status: &str) -> Bytes {
-        Bytes::from(format!(r#"{{"status":"{status}","pad":"{}"}}"#, "x".repeat(60)))
+        Bytes::from(format!(
+            r#"{{"status":"{status}","pad":"{}"}}"#,
+            "x".repeat(60)
+        ))
     }
 
     #[test]
@@ -132,7 +142,10 @@ mod tests {
         let (bytes, feeds) = log.held();
         assert!(bytes <= 300 && bytes > 0, "{bytes}");
         assert!(feeds < 6, "{feeds}");
-        assert!(log.feed("done0", true).read(0, 9).is_empty(), "dropped first");
+        assert!(
+            log.feed("done0", true).read(0, 9).is_empty(),
+            "dropped first"
+        );
         assert_eq!(log.feed("done4", true).read(0, 9).len(), 2);
         assert_eq!(log.feed("running", false).read(0, 9).len(), 1);
     }

@@ -159,7 +159,10 @@ async fn keep_final(store: &dyn JobStore, id: &str, event: EventId) {
 /// The final `job` event of a finished `job` whose events are gone, with the
 /// id it was made with.
 pub fn final_alone(job: &Job) -> Kept {
-    let made = job.final_event.as_deref().and_then(|id| EventId::parse(id).ok().flatten());
+    let made = job
+        .final_event
+        .as_deref()
+        .and_then(|id| EventId::parse(id).ok().flatten());
     let id = made.unwrap_or(EventId {
         run: job.runs,
         seq: 1,

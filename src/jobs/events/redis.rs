@@ -22,8 +22,8 @@ use bytes::Bytes;
 use tokio::sync::{Notify, mpsc};
 
 use super::feed::Feed;
-use super::kept::{EventId, Kept, progress_frame};
 use super::keep_final;
+use super::kept::{EventId, Kept, progress_frame};
 use crate::background::Background;
 use crate::fleet::{CALL_TIMEOUT, Redis};
 use crate::jobs::{JobStore, StoreDown};
@@ -142,7 +142,10 @@ impl RedisLog {
 
     fn send(&self, job: &str, run: u32, name: &str, data: Bytes, kind: &'static str) {
         if let Some(queue) = lock(&self.queue).as_ref() {
-            let number = self.numbered.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let number = self
+                .numbered
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
             let append = Append {
                 number,
                 job: job.to_owned(),
@@ -233,7 +236,7 @@ impl RedisLog {
         for (_, _, from) in &followed {
             command.arg(from);
         }
-        let read: Result<Option<Vec<(String, Vec<Entry>)>>, _> = self
+        let read: Result<Option<Vec<Streamed>>, _> = self
             .redis
             .call("job_events_follow", CALL_TIMEOUT, |mut c| async move {
                 command.query_async(&mut c).await
@@ -243,10 +246,14 @@ impl RedisLog {
             return;
         };
         for (key, entries) in read {
-            let Some((_, feed, _)) = followed.iter().find(|(followed, _, _)| *followed == key) else {
+            let Some((_, feed, _)) = followed.iter().find(|(followed, _, _)| *followed == key)
+            else {
                 continue;
             };
-            let progress = entries.iter().rev().find(|(_, fields)| field(fields, b"i").is_none());
+            let progress = entries
+                .iter()
+                .rev()
+                .find(|(_, fields)| field(fields, b"i").is_none());
             if let Some(data) = progress.and_then(|(_, fields)| field(fields, b"d")) {
                 feed.progress(progress_frame(data));
             }
@@ -256,7 +263,11 @@ impl RedisLog {
 }
 
 /// The writer: every event queued, in order, a batch per script call.
-async fn write(log: Arc<RedisLog>, mut queue: mpsc::UnboundedReceiver<Append>, store: Arc<dyn JobStore>) {
+async fn write(
+    log: Arc<RedisLog>,
+    mut queue: mpsc::UnboundedReceiver<Append>,
+    store: Arc<dyn JobStore>,
+) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -292,7 +303,9 @@ impl RedisLog {
             return Ok(Vec::new());
         }
         let mut invocation = self.script.prepare_invoke();
-        invocation.arg(self.ttl.as_millis() as u64).arg(&self.writer);
+        invocation
+            .arg(self.ttl.as_millis() as u64)
+            .arg(&self.writer);
         for append in batch {
             let stream = self.stream(&append.job);
             invocation.key(&stream).key(format!("{stream}:n"));
@@ -315,6 +328,9 @@ impl RedisLog {
 /// A stream entry as Redis answers it: its id, and its fields and values in
 /// turn (read as they are: no map per entry).
 type Entry = (String, Vec<Vec<u8>>);
+
+/// One stream's new entries, as `XREAD` answers them.
+type Streamed = (String, Vec<Entry>);
 
 /// The value of `name` among an entry's fields.
 fn field<'a>(fields: &'a [Vec<u8>], name: &[u8]) -> Option<&'a [u8]> {

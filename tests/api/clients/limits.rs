@@ -195,7 +195,13 @@ async fn a_submit_answered_with_its_stream_holds_its_slot_until_the_job_exists_o
     assert_eq!(streamed.status(), 200);
     // The stream is open, and its job runs: the key's one slot is free.
     assert_eq!(gateway.metric(&inflight("one-at-a-time")).await, 0.0);
-    let next = post_as(&gateway, KEY_A, "/v1/tasks/fridge?async=true", &fridge("青椒")).await;
+    let next = post_as(
+        &gateway,
+        KEY_A,
+        "/v1/tasks/fridge?async=true",
+        &fridge("青椒"),
+    )
+    .await;
     assert_eq!(next.status(), 202);
     drop(streamed);
 }

@@ -32,7 +32,10 @@ async fn another_keys_read_or_cancel_of_a_job_is_404_and_the_job_goes_on() {
         assert_eq!(error["retryable"], false, "{method}: {error}");
     }
     // Its event stream and long-poll are A's alone too (contract 11.1).
-    for events in [format!("{job_path}/events"), format!("{job_path}/events?after=0.1")] {
+    for events in [
+        format!("{job_path}/events"),
+        format!("{job_path}/events?after=0.1"),
+    ] {
         let response = call_as(&gateway, KEY_B, Method::GET, &events).await;
         refused(response, 404, "job_not_found").await;
     }

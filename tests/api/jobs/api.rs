@@ -75,7 +75,11 @@ async fn prefer_respond_async_among_other_preferences_submits() {
     assert_eq!(streamed.status(), 200);
     assert_eq!(streamed.headers()["content-type"], "text/event-stream");
     assert_eq!(streamed.headers()["preference-applied"], "respond-async");
-    assert!(streamed.headers()["location"].to_str().is_ok_and(|l| l.starts_with("/v1/jobs/job_")));
+    assert!(
+        streamed.headers()["location"]
+            .to_str()
+            .is_ok_and(|l| l.starts_with("/v1/jobs/job_"))
+    );
 }
 
 #[tokio::test]

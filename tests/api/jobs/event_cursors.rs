@@ -57,7 +57,16 @@ async fn every_row_of_the_cursor_table() {
     }
     // Malformed cursors are 400, in either place; an unknown job is 404 first.
     // (A header's trailing space is not its value: `1.2 ` is tried as a query.)
-    for bad in ["x", "1", "1.2.3", "-1.2", "1.", "+1.2", "12345678901.1", "1. 2"] {
+    for bad in [
+        "x",
+        "1",
+        "1.2.3",
+        "-1.2",
+        "1.",
+        "+1.2",
+        "12345678901.1",
+        "1. 2",
+    ] {
         let header = gateway
             .client
             .get(gateway.url(&format!("/v1/jobs/{id}/events")))
@@ -66,18 +75,32 @@ async fn every_row_of_the_cursor_table() {
             .await
             .expect("answers");
         let (status, error) = error_of(header).await;
-        assert_eq!((status, error["code"].clone()), (400, json!("invalid_request")), "{bad:?}");
+        assert_eq!(
+            (status, error["code"].clone()),
+            (400, json!("invalid_request")),
+            "{bad:?}"
+        );
         let query = gateway
             .get(&format!("/v1/jobs/{id}/events?after={}", urlencoding(bad)))
             .await;
         assert_eq!(query.status(), 400, "{bad:?}");
     }
-    let spaced = gateway.get(&format!("/v1/jobs/{id}/events?after=1.2%20")).await;
+    let spaced = gateway
+        .get(&format!("/v1/jobs/{id}/events?after=1.2%20"))
+        .await;
     assert_eq!(spaced.status(), 400);
     let unknown = open(&gateway, "job_0000000000000000000000", Some("x")).await;
     let (status, error) = error_of(unknown).await;
-    assert_eq!((status, error["code"].clone()), (404, json!("job_not_found")));
-    assert_eq!(gateway.metric("ladle_job_stream_resumes_total{from=\"run_start\"}").await, 3.0);
+    assert_eq!(
+        (status, error["code"].clone()),
+        (404, json!("job_not_found"))
+    );
+    assert_eq!(
+        gateway
+            .metric("ladle_job_stream_resumes_total{from=\"run_start\"}")
+            .await,
+        3.0
+    );
 }
 
 fn urlencoding(text: &str) -> String {
@@ -101,7 +124,12 @@ async fn past_the_ttl_or_the_byte_bound_a_finished_job_streams_its_final_event_a
     assert_eq!(alone[0].json()["result"], last.json()["result"]);
     let from_cursor = reader(&gateway, &id, Some("1.3")).await.rest().await;
     assert_eq!(ids(&from_cursor), [last.id.clone().expect("an id")]);
-    assert_eq!(gateway.metric("ladle_job_stream_resumes_total{from=\"final\"}").await, 1.0);
+    assert_eq!(
+        gateway
+            .metric("ladle_job_stream_resumes_total{from=\"final\"}")
+            .await,
+        1.0
+    );
     // The final event's id as the cursor still ends it.
     assert_eq!(open(&gateway, &id, last.id.as_deref()).await.status(), 204);
 
@@ -114,7 +142,10 @@ async fn past_the_ttl_or_the_byte_bound_a_finished_job_streams_its_final_event_a
     }
     let (newest, newest_events) = finished_job(&gateway, "四").await;
     assert_eq!(reader(&gateway, &first, None).await.rest().await.len(), 1);
-    assert_eq!(reader(&gateway, &newest, None).await.rest().await, newest_events);
+    assert_eq!(
+        reader(&gateway, &newest, None).await.rest().await,
+        newest_events
+    );
 }
 
 #[tokio::test]
@@ -137,8 +168,15 @@ async fn after_a_sigkill_the_re_run_streams_from_its_running_event() {
     let rest = reader(&second, &id, Some(&seen)).await.rest().await;
     assert_eq!(rest[0].id.as_deref(), Some("2.1"), "{rest:?}");
     let running = rest[0].json();
-    assert_eq!((running["status"].clone(), running["runs"].clone()), (json!("running"), json!(2)));
-    assert_eq!(text_of(&rest), IDEAS, "the re-run's text, rebuilt from its start");
+    assert_eq!(
+        (running["status"].clone(), running["runs"].clone()),
+        (json!("running"), json!(2))
+    );
+    assert_eq!(
+        text_of(&rest),
+        IDEAS,
+        "the re-run's text, rebuilt from its start"
+    );
     assert_eq!(rest.last().expect("events").json()["status"], "succeeded");
 }
 
@@ -146,25 +184,48 @@ async fn after_a_sigkill_the_re_run_streams_from_its_running_event() {
 async fn the_long_poll_form_answers_events_after_a_cursor() {
     let upstream = MockUpstream::start().await;
     // More events than one answer holds.
-    let many: Vec<String> = (0..300).map(|_| " ".to_owned()).chain([IDEAS.to_owned()]).collect();
+    let many: Vec<String> = (0..300)
+        .map(|_| " ".to_owned())
+        .chain([IDEAS.to_owned()])
+        .collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     upstream.push([sse_answer(&many)]);
     let gateway = LadleProcess::start(&upstream.url, &[]).await;
     let (id, events) = finished_job(&gateway, "番茄").await;
     let made = ids(&events);
     let page = json_of(long_poll(&gateway, &id, "after=1.2").await).await;
-    let listed: Vec<&str> = page["events"].as_array().expect("a list").iter().filter_map(|e| e["id"].as_str()).collect();
+    let listed: Vec<&str> = page["events"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
     assert_eq!(listed.len(), 256);
     assert_eq!(listed, made[3..259]);
     assert_eq!(page["next"], listed[255]);
     assert_eq!(page["done"], false);
     assert_eq!(page["events"][0]["event"], "delta");
-    assert_eq!(page["events"][0]["data"], json!({"content": " "}), "data is the object");
+    assert_eq!(
+        page["events"][0]["data"],
+        json!({"content": " "}),
+        "data is the object"
+    );
     let tail = json_of(long_poll(&gateway, &id, &format!("after={}", listed[255])).await).await;
     assert_eq!(tail["done"], true);
     assert_eq!(tail["next"], json!(made.last()));
-    let over = json_of(long_poll(&gateway, &id, &format!("after={}", made.last().expect("ids"))).await).await;
-    assert_eq!(over, json!({"events": [], "next": made.last(), "done": true}));
+    let over = json_of(
+        long_poll(
+            &gateway,
+            &id,
+            &format!("after={}", made.last().expect("ids")),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        over,
+        json!({"events": [], "next": made.last(), "done": true})
+    );
     let from_start = json_of(long_poll(&gateway, &id, "").await).await;
     assert_eq!(from_start["events"][0]["id"], "0.1");
     for bad in ["wait_ms=0", "wait_ms=60001", "wait_ms=abc", "after=x"] {
@@ -181,9 +242,19 @@ async fn the_long_poll_form_answers_events_after_a_cursor() {
         let query = format!("after={}&wait_ms=5000", next.as_str().expect("an id"));
         let page = json_of(long_poll(&gateway, &live, &query).await).await;
         let events = page["events"].as_array().expect("a list");
-        assert!(!events.is_empty(), "answered with an event, not after 5 s: {page}");
-        seen.extend(events.iter().filter_map(|e| e["id"].as_str().map(str::to_owned)));
-        assert_eq!(page["done"], events.iter().any(|e| e["data"]["status"] == "succeeded"));
+        assert!(
+            !events.is_empty(),
+            "answered with an event, not after 5 s: {page}"
+        );
+        seen.extend(
+            events
+                .iter()
+                .filter_map(|e| e["id"].as_str().map(str::to_owned)),
+        );
+        assert_eq!(
+            page["done"],
+            events.iter().any(|e| e["data"]["status"] == "succeeded")
+        );
         next = page["next"].clone();
     }
     assert!(crate::support::events::gapless(&seen), "{seen:?}");
@@ -200,14 +271,26 @@ async fn progress_comes_live_at_its_interval_with_the_tasks_usual_length() {
     assert_eq!(answered.status(), 200);
     upstream.push([paced_ideas(8, 120)]);
     let (id, events) = finished_job(&gateway, "番茄").await;
-    let progress: Vec<Value> = events.iter().filter(|e| e.event == "progress").map(SseEvent::json).collect();
+    let progress: Vec<Value> = events
+        .iter()
+        .filter(|e| e.event == "progress")
+        .map(SseEvent::json)
+        .collect();
     assert!(progress.len() >= 4, "{} progress events", progress.len());
-    assert!(events.iter().filter(|e| e.event == "progress").all(|e| e.id.is_none()));
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.event == "progress")
+            .all(|e| e.id.is_none())
+    );
     let expected = IDEAS.chars().count() as u64;
     let piece = ideas_in(8)[0].chars().count() as u64;
     let mut last = 0;
     for seen in &progress {
-        assert_eq!((seen["run"].clone(), seen["expected_chars"].clone()), (json!(1), json!(expected)));
+        assert_eq!(
+            (seen["run"].clone(), seen["expected_chars"].clone()),
+            (json!(1), json!(expected))
+        );
         let chars = seen["chars"].as_u64().expect("chars");
         assert!(chars >= last.max(piece) && chars <= expected, "{seen}");
         last = chars;
@@ -216,5 +299,11 @@ async fn progress_comes_live_at_its_interval_with_the_tasks_usual_length() {
     let again = reader(&gateway, &id, None).await.rest().await;
     assert!(again.iter().all(|e| e.event != "progress"));
     let page = json_of(long_poll(&gateway, &id, "").await).await;
-    assert!(page["events"].as_array().expect("a list").iter().all(|e| e["event"] != "progress"));
+    assert!(
+        page["events"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .all(|e| e["event"] != "progress")
+    );
 }

@@ -43,7 +43,9 @@ pub async fn submit_streamed(gateway: &Endpoint, marker: &str) -> reqwest::Respo
 
 /// Opens job `id`'s stream with `Last-Event-ID: cursor` (if any).
 pub async fn open(gateway: &Endpoint, id: &str, cursor: Option<&str>) -> reqwest::Response {
-    let mut request = gateway.client.get(gateway.url(&format!("/v1/jobs/{id}/events")));
+    let mut request = gateway
+        .client
+        .get(gateway.url(&format!("/v1/jobs/{id}/events")));
     if let Some(cursor) = cursor {
         request = request.header("last-event-id", cursor);
     }
@@ -85,7 +87,11 @@ async fn stream_end_line(gateway: &LadleProcess, id: &str) -> Value {
 
 /// The kept events (those with an id), their raw text joined.
 fn raw(events: &[SseEvent]) -> Vec<String> {
-    events.iter().filter(|e| e.id.is_some()).map(|e| e.raw.clone()).collect()
+    events
+        .iter()
+        .filter(|e| e.id.is_some())
+        .map(|e| e.raw.clone())
+        .collect()
 }
 
 #[tokio::test]
@@ -119,9 +125,17 @@ async fn a_submit_streamed_has_every_event_with_gapless_ids_and_the_whole_answer
     let ended = stream_end_line(&gateway, &id).await;
     assert_eq!(ended["reason"], "final");
     // No kept event's text reaches a log line.
-    assert!(!gateway.lines().iter().any(|line| line.contains("青椒土豆丝")));
+    assert!(
+        !gateway
+            .lines()
+            .iter()
+            .any(|line| line.contains("青椒土豆丝"))
+    );
     assert_eq!(ended["events"], events.len() as u64);
-    assert_eq!((ended["cursor"].clone(), ended["resumed_from"].clone()), (json!(null), json!(null)));
+    assert_eq!(
+        (ended["cursor"].clone(), ended["resumed_from"].clone()),
+        (json!(null), json!(null))
+    );
 }
 
 #[tokio::test]
@@ -145,11 +159,22 @@ async fn a_reader_that_drops_resumes_with_exactly_what_follows_and_two_readers_a
     assert_eq!(raw(&whole), raw(&other), "two readers, the same events");
     let mut joined = raw(&first);
     joined.extend(raw(&rest));
-    assert_eq!(joined, raw(&whole), "byte for byte, nothing lost or repeated");
+    assert_eq!(
+        joined,
+        raw(&whole),
+        "byte for byte, nothing lost or repeated"
+    );
     // `?after=` names a cursor as the header does.
-    let after = gateway.get(&format!("/v1/jobs/{id}/events?after={seen}")).await;
+    let after = gateway
+        .get(&format!("/v1/jobs/{id}/events?after={seen}"))
+        .await;
     assert_eq!(raw(&EventReader::new(after).rest().await), raw(&rest));
-    assert_eq!(gateway.metric("ladle_job_stream_resumes_total{from=\"kept\"}").await, 2.0);
+    assert_eq!(
+        gateway
+            .metric("ladle_job_stream_resumes_total{from=\"kept\"}")
+            .await,
+        2.0
+    );
     assert_eq!(upstream.requests().len(), 1);
 }
 
@@ -162,19 +187,30 @@ async fn a_client_that_goes_away_changes_nothing() {
     let id = located(&response);
     let mut reader = EventReader::new(response);
     reader.take(3).await;
-    assert_eq!(gateway.metric("ladle_job_streams").await, 1.0, "a submit's own stream counts");
+    assert_eq!(
+        gateway.metric("ladle_job_streams").await,
+        1.0,
+        "a submit's own stream counts"
+    );
     drop(reader);
-    eventually(Duration::from_secs(2), "the stream counted as closed", async || {
-        (gateway.metric("ladle_job_streams").await == 0.0).then_some(())
-    })
+    eventually(
+        Duration::from_secs(2),
+        "the stream counted as closed",
+        async || (gateway.metric("ladle_job_streams").await == 0.0).then_some(()),
+    )
     .await;
     let job = super::job_after(&gateway, &id, 5_000).await;
     assert_eq!(job["status"], "succeeded", "{job}");
-    assert_eq!(job["result"]["output"]["ideas"][2], "麻婆豆腐", "read to its end");
+    assert_eq!(
+        job["result"]["output"]["ideas"][2], "麻婆豆腐",
+        "read to its end"
+    );
     assert_eq!(upstream.requests().len(), 1);
     let gone = gateway.lines().into_iter().any(|line| {
         let line: Value = serde_json::from_str(&line).unwrap_or_default();
-        line["message"] == "job stream ended" && line["job_id"] == id.as_str() && line["reason"] == "client_gone"
+        line["message"] == "job stream ended"
+            && line["job_id"] == id.as_str()
+            && line["reason"] == "client_gone"
     });
     assert!(gone, "the stream-end line says the client went");
     // The whole stream is still there for the next reader.
@@ -200,8 +236,14 @@ async fn a_job_canceled_while_read_ends_its_stream_with_the_final_event() {
     assert_eq!(canceled.status(), 200);
     let rest = stream.rest().await;
     let last = rest.last().expect("the final event");
-    assert_eq!((last.event.as_str(), last.json()["status"].clone()), ("job", json!("canceled")));
-    assert!(rest.iter().all(|e| e.event == "delta" || e.event == "job"), "{rest:?}");
+    assert_eq!(
+        (last.event.as_str(), last.json()["status"].clone()),
+        ("job", json!("canceled"))
+    );
+    assert!(
+        rest.iter().all(|e| e.event == "delta" || e.event == "job"),
+        "{rest:?}"
+    );
 }
 
 #[tokio::test]
@@ -234,20 +276,30 @@ async fn a_reader_that_never_reads_is_cut_at_its_stall_limit_and_the_job_goes_on
     pieces.push(r#""}"#.to_owned());
     let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
     upstream.push([sse_answer(&pieces)]);
-    let env = [("LADLE_STREAM_STALL_MS", "300"), ("LADLE_MAX_ANSWER_BYTES", "33554432")];
+    let env = [
+        ("LADLE_STREAM_STALL_MS", "300"),
+        ("LADLE_MAX_ANSWER_BYTES", "33554432"),
+    ];
     let gateway = LadleProcess::start(&upstream.url, &env).await;
-    let submitted = gateway.post("/v1/tasks/fridge?async=true", &fridge("豆")).await;
+    let submitted = gateway
+        .post("/v1/tasks/fridge?async=true", &fridge("豆"))
+        .await;
     let id = super::job_id(submitted).await;
     let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
     socket.set_recv_buffer_size(4_096).expect("a small buffer");
     let address = gateway.address().parse().expect("an address");
     let mut stream = socket.connect(address).await.expect("connects");
     let head = format!("GET /v1/jobs/{id}/events HTTP/1.1\r\nHost: ladle\r\n\r\n");
-    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes()).await.expect("sent");
+    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+        .await
+        .expect("sent");
     // Never read: the stream is cut once it has waited past its stall limit.
     let line = stream_end_line(&gateway, &id).await;
     assert_eq!(line["reason"], "client_gone");
     let job = super::job_after(&gateway, &id, 10_000).await;
-    assert_eq!(job["status"], "succeeded", "the job never waited for its reader");
+    assert_eq!(
+        job["status"], "succeeded",
+        "the job never waited for its reader"
+    );
     drop(stream);
 }

@@ -58,7 +58,8 @@ async fn a_run_on_one_replica_is_read_live_and_resumed_on_the_other() {
     joined.extend(rest);
     assert_eq!(joined, whole);
     assert_eq!(
-        b.metric("ladle_job_stream_resumes_total{from=\"kept\"}").await,
+        b.metric("ladle_job_stream_resumes_total{from=\"kept\"}")
+            .await,
         1.0
     );
 }
@@ -69,7 +70,10 @@ async fn a_replica_killed_mid_run_leaves_its_events_and_the_re_run_is_streamed_o
     let upstream = MockUpstream::start().await;
     upstream.push([drip("番", Duration::from_millis(40))]);
     let url = redis.url();
-    let fleet = [("LADLE_REDIS_URL", url.as_str()), ("LADLE_REDIS_LEASE_MS", "400")];
+    let fleet = [
+        ("LADLE_REDIS_URL", url.as_str()),
+        ("LADLE_REDIS_LEASE_MS", "400"),
+    ];
     let mut a = LadleProcess::start(&upstream.url, &fleet).await;
     let response = submit_streamed(&a, "番茄").await;
     let id = located(&response);
@@ -88,7 +92,10 @@ async fn a_replica_killed_mid_run_leaves_its_events_and_the_re_run_is_streamed_o
         .expect("the re-run's running event");
     assert!(rest[..rerun].iter().all(|e| e.event == "delta"), "{rest:?}");
     let running = rest[rerun].json();
-    assert_eq!((running["status"].clone(), running["runs"].clone()), (json!("running"), json!(2)));
+    assert_eq!(
+        (running["status"].clone(), running["runs"].clone()),
+        (json!("running"), json!(2))
+    );
     assert_eq!(text_of(&rest[rerun..]), IDEAS);
     assert_eq!(rest.last().expect("events").json()["status"], "succeeded");
     let all = reader(&b, &id, None).await.rest().await;
@@ -130,7 +137,10 @@ async fn while_redis_is_away_the_run_goes_on_and_its_events_come_when_it_is_back
     // Real processes, each with its own runtimes, as a fleet runs; a lease
     // that outlives the outage, so the run stays where it is.
     let url = redis.url();
-    let fleet = [("LADLE_REDIS_URL", url.as_str()), ("LADLE_REDIS_LEASE_MS", "5000")];
+    let fleet = [
+        ("LADLE_REDIS_URL", url.as_str()),
+        ("LADLE_REDIS_LEASE_MS", "5000"),
+    ];
     let a = LadleProcess::start(&upstream.url, &fleet).await;
     let b = LadleProcess::start(&upstream.url, &fleet).await;
     let response = submit_streamed(&a, "番茄").await;

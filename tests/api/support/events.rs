@@ -49,7 +49,9 @@ impl EventReader {
     /// The next event, or `None` when the stream ended; a test fails if none
     /// comes within 10 s.
     pub async fn next(&mut self) -> Option<SseEvent> {
-        self.next_within(Duration::from_secs(10)).await.expect("an event within 10 s")
+        self.next_within(Duration::from_secs(10))
+            .await
+            .expect("an event within 10 s")
     }
 
     /// The next event within `limit`: `Err` if none came.

@@ -39,10 +39,16 @@ fn ids_run_on_without_gaps_and_nothing_follows_the_final_event() {
     let feed = twice_run();
     let ids: Vec<String> = feed.read(0, 100).iter().map(|e| e.id.to_string()).collect();
     assert_eq!(ids, ["0.1", "1.1", "1.2", "1.3", "1.4", "2.1", "2.2"]);
-    assert!(feed.make(1, "delta", delta()).is_none(), "an older run's event");
+    assert!(
+        feed.make(1, "delta", delta()).is_none(),
+        "an older run's event"
+    );
     let last = feed.make(2, "job", job("succeeded")).expect("kept");
     assert_eq!(last.id.to_string(), "2.3");
-    assert!(feed.make(2, "delta", delta()).is_none(), "after the final event");
+    assert!(
+        feed.make(2, "delta", delta()).is_none(),
+        "after the final event"
+    );
     assert!(feed.make(3, "job", job("running")).is_none());
 }
 
