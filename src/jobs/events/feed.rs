@@ -120,15 +120,14 @@ impl Feed {
         state.events[from..to].to_vec()
     }
 
-    /// Whether it holds the final event, its events' data bytes, and whether it
-    /// was loaded.
-    pub fn facts(&self) -> (bool, usize, bool) {
+    /// Whether it holds the final event, and its events' data bytes.
+    pub fn facts(&self) -> (bool, usize) {
         let state = self.lock();
-        (state.ended, state.bytes, state.loaded)
+        (state.ended, state.bytes)
     }
 
-    /// Where a reader with `cursor` starts (contract 11.2's table), on a job
-    /// that is `finished` and whose final event was `final_id`.
+    /// Where a reader with `cursor` starts (contract 11.2's table), given what
+    /// the store says of the job's end.
     pub fn start(&self, cursor: Option<EventId>, job: JobEnd) -> Start {
         resolve(&self.lock().events, cursor, job)
     }

@@ -60,7 +60,7 @@ impl MemoryLog {
             .clone();
         let kept = feed.make(run, name, data)?;
         if kept.is_final() {
-            let (_, bytes, _) = feed.facts();
+            let (_, bytes) = feed.facts();
             state.finished.push_back((id.to_owned(), now, bytes));
             state.finished_bytes += bytes as u64;
             self.drop_past_bounds(&mut state, now);

@@ -217,7 +217,7 @@ impl RedisLog {
             let Some(feed) = feed.upgrade() else {
                 return false;
             };
-            let (ended, _, _) = feed.facts();
+            let (ended, _) = feed.facts();
             let (entry, loaded) = feed.entry();
             if loaded && !ended {
                 let from = entry.map_or("0-0".to_owned(), |(ms, n)| format!("{ms}-{n}"));
