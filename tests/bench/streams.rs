@@ -269,18 +269,21 @@ async fn resume_latency(
     Ok([quantile(&times, 0.5), quantile(&times, 0.99)])
 }
 
+/// The JSON answer of `request`.
+async fn json_of(request: reqwest::RequestBuilder) -> Result<serde_json::Value, String> {
+    let response = request.send().await.map_err(|e| e.to_string())?;
+    response.json().await.map_err(|e| e.to_string())
+}
+
 /// Submits a job of `task`: its id.
 async fn submit(client: &reqwest::Client, base: &str, task: &str) -> Result<String, String> {
-    let job: serde_json::Value = client
-        .post(format!("{base}/v1/tasks/{task}?async=true"))
-        .header("content-type", "application/json")
-        .body("{}")
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
+    let job = json_of(
+        client
+            .post(format!("{base}/v1/tasks/{task}?async=true"))
+            .header("content-type", "application/json")
+            .body("{}"),
+    )
+    .await?;
     Ok(job["id"].as_str().ok_or("no job id")?.to_owned())
 }
 
@@ -292,14 +295,7 @@ async fn finish_jobs(client: &reqwest::Client, ladle: &Proc, count: usize) -> Re
         ids.push(submit(client, &base, "fast").await?);
     }
     for id in ids {
-        let job: serde_json::Value = client
-            .get(format!("{base}/v1/jobs/{id}?wait_ms=60000"))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let job = json_of(client.get(format!("{base}/v1/jobs/{id}?wait_ms=60000"))).await?;
         if job["status"] != "succeeded" {
             return Err(format!("a job ended {}", job["status"]));
         }
