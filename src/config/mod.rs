@@ -329,6 +329,8 @@ fn retry_policy(src: &Sources<'_>) -> Result<RetryPolicy, ConfigError> {
         min_remaining: src.get::<Millis>("LADLE_MIN_REMAINING_MS")?.0,
         retry_after_output: true,
         jitter: src.get("LADLE_BACKOFF_JITTER")?,
+        max_continuations: src.get("LADLE_MAX_CONTINUATIONS")?,
+        continue_min_remaining: src.get::<Millis>("LADLE_CONTINUE_MIN_REMAINING_MS")?.0,
     })
 }
 

@@ -6,13 +6,14 @@
 use serde_json::{Map, Value};
 
 use super::settings::Sources;
+use crate::engine::upstream::continuation::Continuation;
 use super::{ConfigError, Secret, UpstreamProxy, UpstreamSettings, invalid};
 
 /// The key every error of the list names.
 const KEY: &str = "LADLE_UPSTREAMS";
 
 /// The fields an entry may have.
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 10] = [
     "name",
     "url",
     "api_key",
@@ -22,12 +23,19 @@ const FIELDS: [&str; 9] = [
     "weight",
     "attempts",
     "max_inflight",
+    "continuation",
 ];
 
 /// The upstreams (the list, or the single-upstream settings as one named
 /// `default`; never both), and the proxy setting.
 pub fn load(src: &Sources<'_>) -> Result<(Vec<UpstreamSettings>, UpstreamProxy), ConfigError> {
     let url: Option<String> = src.optional("LADLE_UPSTREAM_URL")?;
+    let continuation = match src.optional::<String>("LADLE_UPSTREAM_CONTINUATION")? {
+        None => None,
+        Some(word) => Some(Continuation::parse(&word).ok_or_else(|| {
+            invalid("LADLE_UPSTREAM_CONTINUATION", one_of_the_words())
+        })?),
+    };
     let api_key = Secret::new(src.get::<String>("LADLE_UPSTREAM_API_KEY")?);
     let proxy = match src.optional::<String>("LADLE_UPSTREAM_PROXY")? {
         None => UpstreamProxy::FromEnvironment,
@@ -43,18 +51,25 @@ pub fn load(src: &Sources<'_>) -> Result<(Vec<UpstreamSettings>, UpstreamProxy),
     }
     let upstreams = match src.list(KEY)? {
         Some(_)
-            if url.is_some() || !api_key.is_empty() || proxy != UpstreamProxy::FromEnvironment =>
+            if url.is_some()
+                || !api_key.is_empty()
+                || proxy != UpstreamProxy::FromEnvironment
+                || continuation.is_some() =>
         {
             return Err(invalid(
                 KEY,
-                "is given with LADLE_UPSTREAM_URL, LADLE_UPSTREAM_API_KEY or \
-                 LADLE_UPSTREAM_PROXY: use one form, the list or the single settings",
+                "is given with LADLE_UPSTREAM_URL, LADLE_UPSTREAM_API_KEY, \
+                 LADLE_UPSTREAM_PROXY or LADLE_UPSTREAM_CONTINUATION: use one form, \
+                 the list or the single settings",
             ));
         }
         Some(list) => parse(&list)?,
         None => url
             .iter()
-            .map(|url| UpstreamSettings::single(url, api_key.clone(), proxy.clone()))
+            .map(|url| UpstreamSettings {
+                continuation: continuation.unwrap_or_default(),
+                ..UpstreamSettings::single(url, api_key.clone(), proxy.clone())
+            })
             .collect(),
     };
     Ok((upstreams, proxy))
@@ -119,6 +134,11 @@ fn entry_settings(fields: &Map<String, Value>) -> Result<UpstreamSettings, Strin
             other => other.to_string(),
         })?,
     };
+    let continuation = match text("continuation")? {
+        None => Continuation::None,
+        Some(word) => Continuation::parse(word)
+            .ok_or_else(|| format!("`continuation` {}", one_of_the_words()))?,
+    };
     Ok(UpstreamSettings {
         name: name.to_owned(),
         url: url.to_owned(),
@@ -133,7 +153,13 @@ fn entry_settings(fields: &Map<String, Value>) -> Result<UpstreamSettings, Strin
             .filter(|v| !v.is_null())
             .map(|_| number("max_inflight", 1, 1))
             .transpose()?,
+        continuation,
     })
+}
+
+/// What a `continuation` word must be.
+fn one_of_the_words() -> String {
+    format!("must be one of {}", Continuation::WORDS.join(", "))
 }
 
 /// `^[a-z0-9][a-z0-9_-]{0,31}$`.
@@ -186,7 +212,7 @@ mod tests {
         let list = parse(&json!([
             {"name": "zhipu", "url": "https://a.example/v1", "api_key": "sk-a"},
             {"name": "deepseek-2", "url": "http://b.example/v1", "model": "deepseek-chat",
-             "priority": 1, "weight": 3, "proxy": "none"},
+             "priority": 1, "weight": 3, "proxy": "none", "continuation": "prefix"},
         ]))
         .expect("valid");
         assert_eq!(list[0].priority, 0);
@@ -196,6 +222,8 @@ mod tests {
         assert_eq!((list[1].priority, list[1].weight), (1, 3));
         assert_eq!((list[0].attempts, list[1].attempts), (1, 1));
         assert_eq!(list[1].proxy, UpstreamProxy::Off);
+        assert_eq!(list[0].continuation, Continuation::None);
+        assert_eq!(list[1].continuation, Continuation::Prefix);
     }
 
     #[test]
@@ -221,6 +249,10 @@ mod tests {
             (
                 json!([{"name": "a", "url": "http://a/v1", "attempts": 0}]),
                 "`attempts`",
+            ),
+            (
+                json!([{"name": "a", "url": "http://a/v1", "continuation": "Prefix"}]),
+                "`continuation` must be one of prefix, partial, continue_final_message, none",
             ),
             (
                 json!([{"name": "a", "url": "http://a/v1", "colour": "red"}]),

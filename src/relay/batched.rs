@@ -173,8 +173,9 @@ fn put_after_commit(out: &mut BytesMut, step: Step, request_id: &str) {
         Step::Hold(raw) | Step::Output(raw) => put_event(out, &raw),
         Step::End(last) => out.extend_from_slice(&last),
         Step::Failed(error) => put_event(out, error.body(request_id).to_string().as_bytes()),
-        // The policy never retries a committed stream, so no new attempt follows.
-        Step::Attempt(_) | Step::Void => {}
+        // The policy never retries a committed stream, so no new attempt
+        // follows but a continuation, whose chunks simply go on.
+        Step::Attempt(_) | Step::Void | Step::Continued => {}
     }
 }
 

@@ -51,6 +51,7 @@ fn hold(held: &mut BytesMut, attempts: &mut u32, step: Option<Step>) -> Held {
             held.clear();
         }
         Some(Step::Void) => held.clear(),
+        Some(Step::Continued) => {}
         Some(Step::End(last)) => {
             held.extend_from_slice(&last);
             return Held::End;

@@ -126,7 +126,7 @@ pub async fn outcome(
             Progress::Finished(finished) => return Ok(finished),
             Progress::Failed(gave_up) => return Err((ApiError::from(gave_up), attempts)),
             Progress::Attempt(n) => attempts = n,
-            Progress::Chunk(_) | Progress::Retry { .. } => {}
+            Progress::Chunk(_) | Progress::Retry { .. } | Progress::Continue { .. } => {}
         }
     }
     let ended = ApiError::UpstreamFailed("the completion ended without an answer".into());

@@ -18,6 +18,8 @@ pub enum Step {
     Attempt(u32),
     /// A retry follows: what was held is void.
     Void,
+    /// A continuation follows (contract 11.4): nothing is void, nothing is sent.
+    Continued,
     /// The last bytes, already framed (`[DONE]`, or a kept answer's chunks).
     End(Bytes),
     /// The request failed.
@@ -41,6 +43,7 @@ impl From<Progress> for Step {
             }
             Progress::Attempt(n) => Step::Attempt(n),
             Progress::Retry { .. } => Step::Void,
+            Progress::Continue { .. } => Step::Continued,
             Progress::Finished(_) => Step::End(Bytes::from_static(DONE)),
             Progress::Failed(gave_up) => Step::Failed(ApiError::from(gave_up)),
         }

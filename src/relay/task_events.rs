@@ -1,7 +1,8 @@
 //! The task route's named SSE events, and its `200` body.
 //!
 //! Events follow the contract's table: `attempt`, `retry`, `reset` (only when the
-//! failed attempt had written output), `delta`, then exactly one `result` or
+//! failed attempt had written output), `continue` (11.4: after a continuation's
+//! `attempt`, and nothing voided), `delta`, then exactly one `result` or
 //! `error`, whose data is exactly the non-streaming body. A `: ping` comment goes
 //! out whenever 15 s pass without an event.
 
@@ -48,7 +49,7 @@ pub fn streaming(
 /// One named event: what a task stream sends, and what a job's run keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamedEvent {
-    /// `attempt`, `retry`, `reset`, `delta`, `result` or `error`.
+    /// `attempt`, `retry`, `reset`, `continue`, `delta`, `result` or `error`.
     pub name: &'static str,
     /// A JSON object's text.
     pub data: String,
@@ -90,6 +91,14 @@ pub fn named_events(step: &Progress, reply: &Reply) -> Vec<NamedEvent> {
             let reset = output_began.then(|| event("reset", &json!({ "attempt": attempt + 1 })));
             std::iter::once(retry).chain(reset).collect()
         }
+        Progress::Continue {
+            attempt,
+            upstream,
+            chars,
+        } => vec![event(
+            "continue",
+            &json!({"attempt": attempt, "upstream": upstream, "chars": chars}),
+        )],
         Progress::Finished(finished) => {
             let text = reply.body_text(finished);
             // JSON text is UTF-8: no copy is made.

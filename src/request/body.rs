@@ -42,6 +42,17 @@ impl ChatBody<'_> {
             .map(|(_, raw)| *raw)
     }
 
+    /// Whether the request asks for one choice (`n` absent, `null` or `1`):
+    /// only such an answer can be continued after a cut (contract 11.4).
+    pub fn one_choice(&self) -> bool {
+        self.field("n").is_none_or(|raw| {
+            matches!(
+                serde_json::from_str::<Option<u64>>(raw.get()),
+                Ok(None | Some(1))
+            )
+        })
+    }
+
     /// The body for the upstream: every field as given, `model` set and `stream`
     /// on (in their places if present, else at the end), and with `ask_usage`,
     /// `stream_options.include_usage` when the caller set no `stream_options`.

@@ -48,6 +48,8 @@ pub struct Call {
     pub key: Option<(String, Value)>,
     /// The upstream request body (`stream: true`).
     pub body: Bytes,
+    /// It asks for one choice: a cut answer can be continued.
+    pub one_choice: bool,
     /// The task's prompt: its deadline, reserve and output kind.
     pub prompt: Option<Arc<Prompt>>,
     /// For a task with `[cache]`: what its answer is kept under.
@@ -92,6 +94,7 @@ impl Call {
                 (false, Some(_)) => Gather::ToKeep(config.max_answer_bytes),
                 (false, None) => Gather::Nothing,
             },
+            prefix_limit: self.one_choice.then_some(config.max_answer_bytes),
             slot: None,
             task_bulkhead: None,
             job_id: None,

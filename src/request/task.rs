@@ -60,6 +60,7 @@ pub async fn task_call(
     });
     Ok(Call {
         body: body.upstream(&reply.model, reply.shape.assembled()),
+        one_choice: body.one_choice(),
         reply,
         arrived,
         timeout,

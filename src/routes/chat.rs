@@ -83,6 +83,7 @@ fn chat_call(
     let keep_alive = app.config.stream_keepalive.map(|every| (every, arrived));
     Ok(Call {
         body: body.upstream(&model, shape.assembled()),
+        one_choice: body.one_choice(),
         reply: Reply {
             shape,
             request_id: request_id.to_string(),

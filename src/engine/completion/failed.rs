@@ -9,12 +9,14 @@ use tokio::time::Instant;
 use super::recent::Ended;
 use super::{Completion, GaveUp, Phase, Progress};
 use crate::engine::breaker::Counted;
-use crate::engine::failure::{AttemptFailure, Classified, Outcome};
+use crate::engine::failure::{AttemptFailure, Classified, FailureKind, Outcome};
 use crate::engine::retry::{Decision, Failed, FailureClass, GiveUp};
 use crate::engine::upstream::order::Next;
 
 impl Completion {
-    pub(super) fn on_failure(&mut self, failure: AttemptFailure) -> Progress {
+    /// The current attempt failed; `None` when what follows is for the caller
+    /// to see only as the next attempt (a continuation).
+    pub(super) fn on_failure(&mut self, failure: AttemptFailure) -> Option<Progress> {
         // The attempt is over: its upstream's slot is free for others, also
         // while this request backs off.
         self.upstream_slot = None;
@@ -22,20 +24,34 @@ impl Completion {
         let classified = failure.classify(output_began, &self.shared.busy_keywords);
         self.count_attempt(classified.outcome, classified.counted);
         let now = Instant::now();
-        let next = self.order.as_mut().and_then(|order| {
-            order.note_failure(
-                failure.retry_after,
-                classified.class == FailureClass::NotHere,
-            );
-            order.next(false, |index| self.shared.usable(index, now))
-        });
+        let (next, stayed) = match self.order.as_mut() {
+            None => (None, true),
+            Some(order) => {
+                order.note_failure(
+                    failure.retry_after,
+                    classified.class == FailureClass::NotHere,
+                );
+                let usable = |index| self.shared.usable(index, now);
+                let next = order.next_after(failure.kind.is_timeout(), usable);
+                (next, order.stayed())
+            }
+        };
         let failed = Failed {
             attempt: self.attempt,
             class: classified.class,
             output_began,
             next: next.map(|next| next.upstream),
             budget_has_room: true,
+            stayed,
         };
+        if let Some((decision, to)) = self.decide_cut(&failure, classified, failed, now) {
+            return match (decision, to) {
+                (Decision::Continue { wait }, Some(to)) => {
+                    self.continue_cut(failure, classified, to, wait, now)
+                }
+                (decision, to) => Some(self.stop(failure, classified, decision, to)),
+            };
+        }
         let (policy, deadline) = (&self.spec.policy, self.spec.deadline);
         let decision = self.shared.decide_retry(next, now, |budget_has_room| {
             let failed = Failed {
@@ -44,23 +60,33 @@ impl Completion {
             };
             policy.decide(failed, now, deadline, rand::random::<f64>())
         });
-        match (decision, next) {
+        Some(match (decision, next) {
             (Decision::Retry { wait }, Some(next)) => {
                 self.retry(failure, classified, next, wait, output_began, now)
             }
-            (decision, next) => {
-                let throttled = decision == Decision::GiveUp(GiveUp::Throttled);
-                if let Some(next) = next.filter(|_| throttled) {
-                    let upstream = &self.shared.upstreams[next.index].name;
-                    self.shared.metrics.retry_throttled(upstream);
-                }
-                self.give_up(failure, classified, throttled)
-            }
-        }
+            (decision, next) => self.stop(failure, classified, decision, next),
+        })
     }
 
-    /// The request ends with this failure's own error
-    /// (`throttled`: the retry's budget refused it).
+    /// The policy decided to stop (`next`: where it would have gone).
+    fn stop(
+        &mut self,
+        failure: AttemptFailure,
+        classified: Classified,
+        decision: Decision,
+        next: Option<Next>,
+    ) -> Progress {
+        let throttled = decision == Decision::GiveUp(GiveUp::Throttled);
+        if let Some(next) = next.filter(|_| throttled) {
+            let upstream = &self.shared.upstreams[next.index].name;
+            self.shared.metrics.retry_throttled(upstream);
+        }
+        self.give_up(failure, classified, throttled)
+    }
+
+    /// The request ends with this failure's error (`throttled`: the retry's
+    /// budget refused it); a continuing request with its first cut's, unless
+    /// its deadline passed.
     fn give_up(
         &mut self,
         failure: AttemptFailure,
@@ -69,6 +95,10 @@ impl Completion {
     ) -> Progress {
         self.log_attempt(classified.outcome, Some(&failure.kind), None, throttled);
         self.phase = Phase::Over;
+        let (failure, classified) = match self.prefix.first_cut.take() {
+            Some(first) if failure.kind != FailureKind::Deadline => first,
+            _ => (failure, classified),
+        };
         let hint = self.spec.policy.backoff(self.attempt);
         Progress::Failed(GaveUp::Failed {
             failure,
@@ -122,6 +152,9 @@ impl Completion {
         };
         let (metrics, upstream) = (&self.shared.metrics, &self.shared.upstreams[index].name);
         metrics.attempt(outcome, upstream);
+        if self.prefix.continuing.is_some() {
+            metrics.continuation(upstream, outcome);
+        }
         let phases = self.phases();
         if let Some(phases) = phases {
             phases.record(metrics, upstream);

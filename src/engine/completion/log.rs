@@ -58,6 +58,8 @@ impl Completion {
                     reason,
                     detail,
                     throttled = throttled.then_some(true),
+                    continuation = self.prefix.continuing.is_some().then_some(true),
+                    prefix_chars = self.prefix.continuing,
                     connect_ms = at.connect_ms,
                     head_ms = at.head_ms,
                     first_event_ms = at.first_event_ms,

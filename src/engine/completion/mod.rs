@@ -10,11 +10,14 @@
 
 pub mod answer;
 pub mod attempt;
+mod continued;
+mod cut;
 mod failed;
 mod gave_up;
 mod log;
 mod output;
 mod phases;
+mod prefix;
 mod progress;
 pub mod recent;
 mod shared;
@@ -41,6 +44,7 @@ use tokio::time::{Instant, Sleep, sleep_until};
 use self::answer::Answer;
 use self::attempt::{Attempt, OpenFailed, Received};
 use self::phases::Phases;
+use self::prefix::Prefix;
 use self::recent::InAttempt;
 use crate::engine::breaker::Counted;
 use crate::engine::bulkhead::Slot;
@@ -93,6 +97,11 @@ pub struct Completion {
     /// Counts the current attempt in its upstream's in-flight attempts.
     in_attempt: Option<InAttempt>,
     answer: Answer,
+    /// `P` and what goes with it, for continuing a cut answer (contract 11.4).
+    prefix: Prefix,
+    /// Progress to report before polling on (a continuation's `Continue`,
+    /// which follows its `Attempt`).
+    announce: Option<Progress>,
     /// How far the current attempt got, when it failed before its answer.
     failed_open: Option<Phases>,
     first_output_seen: bool,
@@ -113,6 +122,8 @@ impl Completion {
         let permit = spec.slot.take();
         Completion {
             answer: Answer::new(spec.gather),
+            prefix: Prefix::new(spec.prefix_limit),
+            announce: None,
             phase: match permit {
                 Some(_) => Phase::Starting,
                 None => Phase::Queued(None),
@@ -153,7 +164,7 @@ impl Completion {
             .unwrap_or(&self.spec.model)
     }
 
-    fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Progress {
+    fn on_read(&mut self, read: Result<Option<Received>, AttemptFailure>) -> Option<Progress> {
         match read {
             Ok(Some(received)) => self.on_chunk(received),
             Ok(None) => self.on_end(),
@@ -161,10 +172,13 @@ impl Completion {
         }
     }
 
-    fn on_chunk(&mut self, received: Received) -> Progress {
+    /// A chunk of the current attempt; `None` when nothing of it is for the
+    /// caller (a continuation's usage chunk with no sum to report).
+    fn on_chunk(&mut self, mut received: Received) -> Option<Progress> {
         if let Err(overflow) = self.answer.absorb(&received.chunk) {
             return self.on_failure(AttemptFailure::new(FailureKind::from(overflow)));
         }
+        self.prefix.absorb(&received.chunk, received.raw.as_ref());
         // Usage comes once per answer at most: the upstream is looked up only then.
         if let Some(usage) = &received.chunk.usage
             && let Some(upstream) = self.upstream()
@@ -183,10 +197,16 @@ impl Completion {
             let elapsed = Instant::now() - self.spec.deadline.started;
             self.shared.metrics.first_output(elapsed);
         }
-        Progress::Chunk(received)
+        if self.prefix.continuing.is_some()
+            && let Some(raw) = &received.raw
+        {
+            let usage = received.chunk.usage.as_deref();
+            received.raw = Some(self.prefix.continue_chunk(raw, usage)?);
+        }
+        Some(Progress::Chunk(received))
     }
 
-    fn on_end(&mut self) -> Progress {
+    fn on_end(&mut self) -> Option<Progress> {
         let output = match self.spec.output {
             None => None,
             Some(kind) => match normalize::normalize(kind, self.answer.content()) {
@@ -207,9 +227,9 @@ impl Completion {
         let gathered = answer.gathered();
         let upstream = self.upstream().map(|u| u.name.clone()).unwrap_or_default();
         let model = self.model_sent().to_owned();
-        Progress::Finished(Box::new(Finished {
+        Some(Progress::Finished(Box::new(Finished {
             choices: answer.choices,
-            usage: answer.usage,
+            usage: self.prefix.billed.total(answer.usage.as_ref()),
             meta: answer.meta,
             output,
             attempts: self.attempt,
@@ -218,7 +238,7 @@ impl Completion {
             elapsed,
             cache: None,
             gathered,
-        }))
+        })))
     }
 
     /// The request failed before any attempt (no in-flight slot in time).
@@ -236,6 +256,9 @@ impl Stream for Completion {
     /// it is the last).
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Progress>> {
         let this = &mut *self;
+        if let Some(announced) = this.announce.take() {
+            return Poll::Ready(Some(announced));
+        }
         let progress = loop {
             match &mut this.phase {
                 Phase::Over => return Poll::Ready(None),
@@ -282,12 +305,16 @@ impl Stream for Completion {
                     Ok(attempt) => this.phase = Phase::Streaming(Box::new(attempt)),
                     Err(failed) => {
                         this.failed_open = Some(failed.phases);
-                        break this.on_failure(failed.failure);
+                        if let Some(progress) = this.on_failure(failed.failure) {
+                            break progress;
+                        }
                     }
                 },
                 Phase::Streaming(attempt) => {
                     let read = ready!(attempt.poll_next(cx));
-                    break this.on_read(read);
+                    if let Some(progress) = this.on_read(read) {
+                        break progress;
+                    }
                 }
                 Phase::Waiting { since, until } => {
                     let (since, until) = (*since, *until);

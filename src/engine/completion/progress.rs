@@ -30,6 +30,16 @@ pub enum Progress {
         /// The upstream the next attempt goes to.
         upstream: String,
     },
+    /// The attempt that just started (its `Attempt` came first) continues the
+    /// answer so far (contract 11.4): nothing the caller has is void.
+    Continue {
+        /// The continuation's own attempt number.
+        attempt: u32,
+        /// The upstream it goes to.
+        upstream: String,
+        /// The length of the text it continues, in Unicode code points.
+        chars: usize,
+    },
     /// The request succeeded (boxed: rare, and large beside a chunk).
     Finished(Box<Finished>),
     /// The request failed for good.

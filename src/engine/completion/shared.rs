@@ -15,7 +15,7 @@ use crate::engine::budget::Budget;
 use crate::engine::bulkhead::Bulkhead;
 use crate::engine::failure::BusyKeywords;
 use crate::engine::metrics::Metrics;
-use crate::engine::retry::Decision;
+use crate::engine::retry::CallsAgain;
 use crate::engine::upstream::Upstream;
 use crate::engine::upstream::order::{Candidate, Next};
 
@@ -129,18 +129,18 @@ impl SharedUpstreams {
     /// upstream has room) under that budget's lock, and spends the budget when the
     /// decision is a retry to an upstream this request called before: the check
     /// and the spending are one step, however many requests decide at once.
-    pub fn decide_retry(
+    pub fn decide_retry<D: CallsAgain>(
         &self,
         next: Option<Next>,
         now: Instant,
-        decide: impl FnOnce(bool) -> Decision,
-    ) -> Decision {
+        decide: impl FnOnce(bool) -> D,
+    ) -> D {
         let Some(next) = next.filter(|next| !next.upstream.untried) else {
             return decide(true);
         };
         let mut budget = lock(&self.guards[next.index].budget);
         let decision = decide(budget.has_room(now));
-        if let Decision::Retry { .. } = decision {
+        if decision.calls_again() {
             budget.withdraw(now);
         }
         decision

@@ -27,6 +27,9 @@ pub struct Spec {
     /// when a relayed stream is kept, none otherwise. With any, the upstream's
     /// completion id and model are kept too.
     pub gather: Gather,
+    /// The bound on the text a continuation carries (`LADLE_MAX_ANSWER_BYTES`)
+    /// when the request asked for one choice; `None`: it is never continued.
+    pub prefix_limit: Option<usize>,
     /// The model sent upstream, for the token counts.
     pub model: String,
     /// The client key's name (`""` without keys; a job run's, its job's), for the

@@ -10,7 +10,7 @@ use tokio::time::{Instant, timeout_at};
 use super::answer::{Answer, Gather};
 use super::attempt::{Attempt, Timers};
 use super::{Completion, GaveUp, Phase, Progress, QueueWait};
-use crate::engine::breaker::Admission;
+use crate::engine::breaker::{Admission, Counted};
 use crate::engine::bulkhead::{Entry, Slot, Slots};
 use crate::engine::upstream::Outgoing;
 use crate::engine::upstream::order::UpstreamOrder;
@@ -150,18 +150,37 @@ impl Completion {
             return self.on_refused(refused);
         };
         self.probe = probe;
-        let Some(order) = self.order.as_mut() else {
+        let Some(index) = self.order.as_ref().map(UpstreamOrder::current) else {
             return self.on_refused(self.all_open(now));
         };
-        if order.enter() {
-            self.shared.first_attempt(order.current(), now);
+        let upstream = self.shared.upstreams[index].clone();
+        let mut body = upstream.body_for(&self.spec.body, &self.spec.model);
+        if self.prefix.pending {
+            match upstream.continuation.body(&body, self.prefix.text()) {
+                Some(continued) => body = continued,
+                // Moved (by a breaker or a full upstream) to one that continues
+                // nothing: the request ends with its first cut's code.
+                None => return self.refused_continuation(index, now),
+            }
+        }
+        if self.order.as_mut().is_some_and(UpstreamOrder::enter) {
+            self.shared.first_attempt(index, now);
         }
         self.attempt += 1;
-        self.answer = Answer::new(self.spec.gather);
-        self.in_attempt = Some(self.shared.guards[order.current()].recent.started());
-        let upstream = self.shared.upstreams[order.current()].clone();
+        self.prefix.start_attempt();
+        match self.prefix.continuing {
+            Some(chars) => {
+                self.announce = Some(Progress::Continue {
+                    attempt: self.attempt,
+                    upstream: upstream.name.clone(),
+                    chars,
+                });
+            }
+            None => self.answer = Answer::new(self.spec.gather),
+        }
+        self.in_attempt = Some(self.shared.guards[index].recent.started());
         let request = Outgoing {
-            body: upstream.body_for(&self.spec.body, &self.spec.model),
+            body,
             traceparent: self.spec.trace.for_attempt(),
             tracestate: self.spec.trace.state().cloned(),
             dialed: Arc::default(),
@@ -176,6 +195,24 @@ impl Completion {
         );
         self.phase = Phase::Connecting(Box::pin(open));
         Progress::Attempt(self.attempt)
+    }
+
+    /// A continuation due on upstream `index`, which continues nothing: the
+    /// request ends with its first cut's code, and a probe it was admitted as
+    /// is given back.
+    fn refused_continuation(&mut self, index: usize, now: Instant) -> Progress {
+        let probe = std::mem::take(&mut self.probe);
+        self.shared.record(index, Counted::Neither, probe, now);
+        let refused = match self.prefix.first_cut.take() {
+            Some((failure, classified)) => GaveUp::Failed {
+                failure,
+                classified,
+                attempts: self.attempt,
+                retry_after: self.spec.policy.backoff(self.attempt),
+            },
+            None => GaveUp::Deadline,
+        };
+        self.on_refused(refused)
     }
 
     /// Asks the current upstream's breaker to admit the attempt: whether it is the

@@ -92,6 +92,8 @@ fn policy(deadline_min_remaining: Duration) -> RetryPolicy {
         min_remaining: deadline_min_remaining,
         retry_after_output: true,
         jitter: 0.0,
+        max_continuations: 2,
+        continue_min_remaining: 10 * S,
     }
 }
 
@@ -135,6 +137,7 @@ async fn run(
         request_id: "test".into(),
         route: CompletionRoute::Chat,
         gather: Gather::Whole(4 << 20),
+        prefix_limit: Some(4 << 20),
         slot: None,
         task_bulkhead: None,
         job_id: None,

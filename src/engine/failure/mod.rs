@@ -86,6 +86,15 @@ impl FailureKind {
         }
     }
 
+    /// Whether the upstream kept silent too long: the one failure after which
+    /// asking another upstream first is the better bet (6.1).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            FailureKind::ConnectTimeout(_) | FailureKind::IdleTimeout | FailureKind::FirstOutputTimeout
+        )
+    }
+
     /// What happened, as one word for the attempt's log line (`reason`).
     pub fn reason(&self) -> &'static str {
         match self {

@@ -23,6 +23,10 @@ pub fn describe(recorder: &PrometheusRecorder) {
             "Retries sent to another upstream than the attempt before.",
         ),
         (
+            "ladle_continuations_total",
+            "Continuations of a cut answer, by upstream and how they ended (ok, failed, rejected).",
+        ),
+        (
             "ladle_retries_throttled_total",
             "Retries the upstream's retry budget refused.",
         ),

@@ -228,6 +228,22 @@ impl Metrics {
             .increment(1);
     }
 
+    /// Counts a continuation by how it ended (contract 11.3): `ok`, `rejected`
+    /// (refused with a final 4xx), `failed` (anything else).
+    pub fn continuation(&self, upstream: &str, outcome: Outcome) {
+        let ended = match outcome {
+            Outcome::Ok => "ok",
+            Outcome::Rejected => "rejected",
+            _ => "failed",
+        };
+        let labels = vec![
+            Label::new("upstream", upstream.to_owned()),
+            Label::new("outcome", ended),
+        ];
+        self.labelled_counter("ladle_continuations_total", labels)
+            .increment(1);
+    }
+
     /// Runs `f` with the upstream's series, registering them on first use.
     fn with_upstream<T>(&self, upstream: &str, f: impl FnOnce(&UpstreamSeries) -> T) -> T {
         // A poisoned lock only means another request panicked mid-lookup.

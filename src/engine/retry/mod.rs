@@ -5,6 +5,10 @@
 //! instants built by offsetting a base instant. `completion` is the only caller, and
 //! the only code that waits.
 
+mod continuation;
+
+pub use continuation::{CallsAgain, Cut};
+
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -31,6 +35,12 @@ pub enum Decision {
     /// Try again after `wait` (zero: at once).
     Retry {
         /// How long until the next attempt.
+        wait: Duration,
+    },
+    /// Continue the answer so far after `wait` (contract 11.4): a retry whose
+    /// body carries what the caller has already received.
+    Continue {
+        /// How long until the continuation.
         wait: Duration,
     },
     /// Stop and report the failure.
@@ -100,6 +110,11 @@ pub struct RetryPolicy {
     pub retry_after_output: bool,
     /// `j` in [0, 1]: a back-off is multiplied by a factor in [1−j, 1+j].
     pub jitter: f64,
+    /// `LADLE_MAX_CONTINUATIONS`: cuts continued per request (`0`: never).
+    pub max_continuations: u32,
+    /// `LADLE_CONTINUE_MIN_REMAINING_MS`: a continuation starts (or is retried)
+    /// only while at least this much of the deadline is left.
+    pub continue_min_remaining: Duration,
 }
 
 /// One failed attempt, as the policy sees it.
@@ -116,6 +131,10 @@ pub struct Failed {
     /// Whether that upstream's retry budget has room for one more retry (a
     /// fallback to an untried upstream needs none).
     pub budget_has_room: bool,
+    /// Every attempt so far went to the upstream that just failed: the request
+    /// has not moved yet (6.1, as amended: an untried upstream still gets the
+    /// early retry that same-upstream attempts did not use).
+    pub stayed: bool,
 }
 
 /// The upstream a retry would go to, as the policy needs to see it.
@@ -178,7 +197,8 @@ impl RetryPolicy {
             FailureClass::Other => {
                 let early =
                     now.saturating_duration_since(deadline.started) <= self.early_retry_window;
-                if failed.attempt != 1 || !early {
+                let first_move = failed.stayed && next.untried;
+                if !(failed.attempt == 1 || first_move) || !early {
                     return Decision::GiveUp(GiveUp::NotEarly);
                 }
                 Duration::ZERO

@@ -14,6 +14,8 @@ fn contract_defaults() -> RetryPolicy {
         min_remaining: 30 * S,
         retry_after_output: true,
         jitter: 0.0,
+        max_continuations: 2,
+        continue_min_remaining: 10 * S,
     }
 }
 
@@ -32,6 +34,7 @@ fn failed(attempt: u32, class: FailureClass) -> Failed {
         output_began: false,
         next: Some(again(None)),
         budget_has_room: true,
+        stayed: true,
     }
 }
 
@@ -226,6 +229,45 @@ fn other_failures_are_retried_once_and_only_early() {
         );
         assert_eq!(got, expected, "attempt {attempt} at {elapsed:?}");
     }
+}
+
+mod continuation;
+
+#[test]
+fn an_untried_upstream_gets_the_early_retry_that_same_upstream_attempts_did_not_use() {
+    let untried = NextUpstream {
+        untried: true,
+        retry_after: None,
+    };
+    // 6.1 as amended: the primary (`attempts: 2`) failed twice, the fallback is new.
+    let second_on_primary = Failed {
+        next: Some(untried),
+        ..failed(2, FailureClass::Other)
+    };
+    let policy = contract_defaults();
+    assert_eq!(decide(policy, second_on_primary, 5 * S, 120 * S), NOW);
+    assert_eq!(
+        decide(policy, second_on_primary, 21 * S, 120 * S),
+        gave_up(GiveUp::NotEarly),
+        "early only"
+    );
+    // Once the request has moved (the default `attempts: 1`), as before.
+    let moved = Failed {
+        stayed: false,
+        ..second_on_primary
+    };
+    assert_eq!(
+        decide(policy, moved, 5 * S, 120 * S),
+        gave_up(GiveUp::NotEarly)
+    );
+    let back_to_a_tried_one = Failed {
+        next: Some(again(None)),
+        ..second_on_primary
+    };
+    assert_eq!(
+        decide(policy, back_to_a_tried_one, 5 * S, 120 * S),
+        gave_up(GiveUp::NotEarly)
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@
 
 pub mod chunk;
 mod client;
+pub mod continuation;
 pub mod dial;
 pub mod order;
 mod redact;
@@ -26,6 +27,7 @@ use reqwest::header::HeaderValue;
 pub use self::client::{ClientOptions, check_options, on_worker_thread};
 
 use self::client::HttpTransport;
+use self::continuation::Continuation;
 use self::dial::Dialed;
 use self::settings::{SetupError, UpstreamProxy, UpstreamSettings};
 use crate::engine::failure::FailureKind;
@@ -43,6 +45,8 @@ pub struct Upstream {
     pub weight: u32,
     /// Attempts in a row a request gives it before a retry moves on.
     pub attempts: u32,
+    /// How it continues a partial answer (contract 11.4).
+    pub continuation: Continuation,
     transport: Arc<dyn Transport>,
     /// The key and the proxy's credentials: removed from any text that leaves.
     secrets: Vec<Secret>,
@@ -113,6 +117,7 @@ impl Upstream {
         }
         upstream.secrets.extend(options.secrets.iter().cloned());
         upstream.attempts = settings.attempts;
+        upstream.continuation = settings.continuation;
         Ok(upstream)
     }
 
@@ -124,6 +129,7 @@ impl Upstream {
             priority: 0,
             weight: 1,
             attempts: 1,
+            continuation: Continuation::None,
             transport,
             secrets: vec![api_key],
         }

@@ -148,29 +148,60 @@ impl UpstreamOrder {
         let visit = self.visits[current];
         let stays = !leave_current && !visit.excluded && self.streak < self.attempts[current];
         if stays && usable(current) {
-            return Some(Next {
-                position: self.position,
-                index: current,
-                upstream: NextUpstream {
-                    untried: !visit.tried,
-                    retry_after: visit.retry_after.filter(|_| visit.tried),
-                },
-            });
+            return Some(self.at(self.position));
         }
         let position = next_after(&self.order, self.position, |index| {
             let left_out = self.visits[index].excluded || (leave_current && index == current);
             !left_out && usable(index)
         })?;
+        Some(self.at(position))
+    }
+
+    /// Where a retry after a failure goes (6.1 as amended): after a timeout, an
+    /// upstream this request has not tried, at once, when one is usable
+    /// (asking the silent one again is the wrong bet, whatever its `attempts`);
+    /// else as `next` says.
+    pub fn next_after(&self, timed_out: bool, usable: impl Fn(usize) -> bool) -> Option<Next> {
+        if timed_out
+            && let Some(untried) = self.next(true, &usable).filter(|n| n.upstream.untried)
+        {
+            return Some(untried);
+        }
+        self.next(false, usable)
+    }
+
+    /// Where a continuation of a cut goes (11.4): the current upstream if
+    /// `usable` admits it, whatever its `attempts`; else the next one after it
+    /// that `usable` admits.
+    pub fn stay_or_next(&self, usable: impl Fn(usize) -> bool) -> Option<Next> {
+        let current = self.current();
+        if !self.visits[current].excluded && usable(current) {
+            return Some(self.at(self.position));
+        }
+        self.next(true, usable)
+    }
+
+    /// Whether every attempt so far went to the current upstream.
+    pub fn stayed(&self) -> bool {
+        let current = self.current();
+        self.visits
+            .iter()
+            .enumerate()
+            .all(|(index, visit)| index == current || !visit.tried)
+    }
+
+    /// The upstream at `position`, as a retry would see it.
+    fn at(&self, position: usize) -> Next {
         let index = self.order[position];
         let visit = self.visits[index];
-        Some(Next {
+        Next {
             position,
             index,
             upstream: NextUpstream {
                 untried: !visit.tried,
                 retry_after: visit.retry_after.filter(|_| visit.tried),
             },
-        })
+        }
     }
 
     /// The next attempt goes to upstream `index` (one of the order's), which had
@@ -241,6 +272,39 @@ mod tests {
             [0, 0, 0, 0],
             "with one upstream, that same one"
         );
+    }
+
+    #[test]
+    fn a_timeout_moves_on_to_an_untried_upstream_whatever_the_attempts_left() {
+        let primary = Candidate {
+            attempts: 2,
+            ..up(0, 1)
+        };
+        let mut order = UpstreamOrder::start(&[primary, up(1, 1)], 0.0).expect("usable");
+        order.enter();
+        assert!(order.stayed());
+        let next = order.next_after(false, |_| true).expect("a retry");
+        assert_eq!(next.index, 0, "any other failure stays");
+        let next = order.next_after(true, |_| true).expect("a retry");
+        assert_eq!((next.index, next.upstream.untried), (1, true));
+        order.move_to(next);
+        order.enter();
+        assert!(!order.stayed());
+        order.move_to(order.next(false, |_| true).expect("back"));
+        order.enter();
+        let next = order.next_after(true, |_| true).expect("a retry");
+        assert_eq!(next.index, 0, "no untried upstream left: as before");
+    }
+
+    #[test]
+    fn a_continuation_stays_whatever_the_attempts_unless_it_cannot() {
+        let mut order = UpstreamOrder::start(&[up(0, 1), up(1, 1)], 0.0).expect("usable");
+        order.enter();
+        assert_eq!(order.next(false, |_| true).expect("a retry").index, 1);
+        assert_eq!(order.stay_or_next(|_| true).expect("same").index, 0);
+        let next = order.stay_or_next(|index| index == 1).expect("the next");
+        assert_eq!((next.index, next.upstream.untried), (1, true));
+        assert_eq!(order.stay_or_next(|_| false), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the setting, never its value). `config` reads them from the environment and
 //! the file; the engine only uses them.
 
+use super::continuation::Continuation;
 use crate::engine::secret::Secret;
 
 /// Which proxy the upstream is reached through (`LADLE_UPSTREAM_PROXY`).
@@ -39,6 +40,8 @@ pub struct UpstreamSettings {
     pub attempts: u32,
     /// Attempts in flight to it at once on this replica (contract 8).
     pub max_inflight: Option<u32>,
+    /// How it continues a partial answer (contract 11.4).
+    pub continuation: Continuation,
 }
 
 impl UpstreamSettings {
@@ -54,6 +57,7 @@ impl UpstreamSettings {
             weight: 1,
             attempts: 1,
             max_inflight: None,
+            continuation: Continuation::None,
         }
     }
 }
