@@ -6,8 +6,8 @@
 use serde_json::{Map, Value};
 
 use super::settings::Sources;
-use crate::engine::upstream::continuation::Continuation;
 use super::{ConfigError, Secret, UpstreamProxy, UpstreamSettings, invalid};
+use crate::engine::upstream::continuation::Continuation;
 
 /// The key every error of the list names.
 const KEY: &str = "LADLE_UPSTREAMS";
@@ -32,9 +32,10 @@ pub fn load(src: &Sources<'_>) -> Result<(Vec<UpstreamSettings>, UpstreamProxy),
     let url: Option<String> = src.optional("LADLE_UPSTREAM_URL")?;
     let continuation = match src.optional::<String>("LADLE_UPSTREAM_CONTINUATION")? {
         None => None,
-        Some(word) => Some(Continuation::parse(&word).ok_or_else(|| {
-            invalid("LADLE_UPSTREAM_CONTINUATION", one_of_the_words())
-        })?),
+        Some(word) => Some(
+            Continuation::parse(&word)
+                .ok_or_else(|| invalid("LADLE_UPSTREAM_CONTINUATION", one_of_the_words()))?,
+        ),
     };
     let api_key = Secret::new(src.get::<String>("LADLE_UPSTREAM_API_KEY")?);
     let proxy = match src.optional::<String>("LADLE_UPSTREAM_PROXY")? {

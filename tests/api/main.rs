@@ -11,6 +11,7 @@ mod cache;
 mod chat;
 mod cli;
 mod clients;
+mod continuation;
 mod drill;
 mod failover;
 mod failures;

@@ -102,6 +102,9 @@ mod tests {
         assert_eq!(kept.get("usage"), None);
         assert_eq!(kept["choices"][0]["delta"]["content"], "x");
         let null_usage = br#"{"id":"b","choices":[],"usage":null}"#;
-        assert_eq!(value(identity.continue_chunk(null_usage, None))["usage"], Value::Null);
+        assert_eq!(
+            value(identity.continue_chunk(null_usage, None))["usage"],
+            Value::Null
+        );
     }
 }

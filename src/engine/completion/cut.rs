@@ -42,8 +42,8 @@ impl Completion {
                 && !prefix.refused.contains(&index)
                 && shared.usable(index, now)
         };
-        let after_content = prefix.wrote
-            && matches!(classified.class, FailureClass::Other | FailureClass::Busy);
+        let after_content =
+            prefix.wrote && matches!(classified.class, FailureClass::Other | FailureClass::Busy);
         let next = match (prefix.continuable(), after_content) {
             (false, _) => None,
             (true, true) => order.stay_or_next(takes_one),

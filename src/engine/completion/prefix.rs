@@ -204,7 +204,9 @@ mod tests {
     fn p_is_every_content_character_in_order_and_never_the_reasoning() {
         let mut prefix = Prefix::new(Some(1 << 20));
         prefix.start_attempt();
-        prefix.absorb_text(&chunk(r#"{"choices":[{"delta":{"reasoning_content":"想"}}]}"#));
+        prefix.absorb_text(&chunk(
+            r#"{"choices":[{"delta":{"reasoning_content":"想"}}]}"#,
+        ));
         assert!(!prefix.wrote, "reasoning only");
         prefix.absorb_text(&chunk(r#"{"choices":[{"delta":{"content":"番茄"}}]}"#));
         prefix.absorb_text(&chunk(r#"{"choices":[{"delta":{"content":"炒蛋"}}]}"#));
@@ -244,13 +246,19 @@ mod tests {
         billed.add(Some(&first));
         assert_eq!(
             billed.total(Some(&second)),
-            Some(json!({"prompt_tokens": 1400, "completion_tokens": 1600, "total_tokens": 3000,
-                        "completion_tokens_details": {"reasoning_tokens": 8}}))
+            Some(
+                json!({"prompt_tokens": 1400, "completion_tokens": 1600, "total_tokens": 3000,
+                        "completion_tokens_details": {"reasoning_tokens": 8}})
+            )
         );
         assert_eq!(billed.total(None), None);
         let mut cut = Billed::default();
         cut.add(None);
-        assert_eq!(cut.total(Some(&second)), None, "the cut attempt reported none");
+        assert_eq!(
+            cut.total(Some(&second)),
+            None,
+            "the cut attempt reported none"
+        );
         assert_eq!(Billed::default().total(Some(&second)), Some(second));
     }
 }

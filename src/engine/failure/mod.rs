@@ -91,7 +91,9 @@ impl FailureKind {
     pub fn is_timeout(&self) -> bool {
         matches!(
             self,
-            FailureKind::ConnectTimeout(_) | FailureKind::IdleTimeout | FailureKind::FirstOutputTimeout
+            FailureKind::ConnectTimeout(_)
+                | FailureKind::IdleTimeout
+                | FailureKind::FirstOutputTimeout
         )
     }
 

@@ -162,8 +162,7 @@ impl UpstreamOrder {
     /// (asking the silent one again is the wrong bet, whatever its `attempts`);
     /// else as `next` says.
     pub fn next_after(&self, timed_out: bool, usable: impl Fn(usize) -> bool) -> Option<Next> {
-        if timed_out
-            && let Some(untried) = self.next(true, &usable).filter(|n| n.upstream.untried)
+        if timed_out && let Some(untried) = self.next(true, &usable).filter(|n| n.upstream.untried)
         {
             return Some(untried);
         }

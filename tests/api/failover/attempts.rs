@@ -108,3 +108,41 @@ async fn attempts_in_a_row_must_be_a_whole_number_of_at_least_one() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn a_timeout_moves_on_to_an_untried_fallback_whatever_the_attempts_left() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    a.fallback(sse(vec![data(&role()), Step::Stall]));
+    b.push([sse_answer(&["备用"])]);
+    let gateway = Gateway::options()
+        .upstreams(primary_with_attempts(&a.url, &b.url, 2))
+        .adjust(long_back_offs)
+        .start()
+        .await;
+    let started = Instant::now();
+    let body = json_of(gateway.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "备用");
+    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    // One idle timeout (300 ms), not two and a back-off.
+    assert!(
+        started.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_repeated_other_failure_on_a_primary_with_attempts_still_reaches_the_fallback() {
+    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let broken = || sse(vec![data(&role()), data(&content("半"))]);
+    a.push([broken(), broken()]);
+    b.push([sse_answer(&["备用"])]);
+    let gateway = Gateway::options()
+        .upstreams(primary_with_attempts(&a.url, &b.url, 2))
+        .adjust(long_back_offs)
+        .start()
+        .await;
+    let body = json_of(gateway.chat(false).await).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "备用");
+    assert_eq!((a.requests().len(), b.requests().len()), (2, 1));
+}

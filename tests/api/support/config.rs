@@ -30,6 +30,7 @@ pub fn fast_config(prompts_dir: &Path) -> Config {
             "LADLE_BACKOFF_BASE_MS" => "20",
             "LADLE_BACKOFF_MAX_MS" => "100",
             "LADLE_EARLY_RETRY_WINDOW_MS" => "1000",
+            "LADLE_CONTINUE_MIN_REMAINING_MS" => "300",
             "LADLE_QUEUE_TIMEOUT_MS" => "200",
             "LADLE_PROMPT_RELOAD_MS" => "50",
             // Every gateway of the test process keeps its jobs in memory.

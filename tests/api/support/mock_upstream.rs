@@ -20,6 +20,10 @@ use tokio::time::Instant;
 
 use super::eventually::within;
 
+mod build;
+
+pub use build::*;
+
 /// One thing the mock does on the socket.
 #[derive(Debug, Clone)]
 pub enum Step {
@@ -59,8 +63,12 @@ pub struct Recorded {
     pub connection: usize,
 }
 
+/// Makes the script for a request from its body, or leaves it to the queue.
+pub type Responder = Arc<dyn Fn(&Value) -> Option<Script> + Send + Sync>;
+
 #[derive(Default)]
 struct State {
+    responder: Option<Responder>,
     scripts: VecDeque<Script>,
     cycle: Vec<Script>,
     turn: usize,
@@ -117,6 +125,12 @@ impl MockUpstream {
         self.lock().scripts.extend(scripts);
     }
 
+    /// Answers the requests `responder` has a script for, once the queue is
+    /// empty (it sees each body); the rest go to the cycle or the fallback.
+    pub fn respond_with(&self, responder: Responder) {
+        self.lock().responder = Some(responder);
+    }
+
     /// The script for requests beyond the queue.
     pub fn fallback(&self, script: Script) {
         self.lock().fallback = Some(script);
@@ -150,18 +164,23 @@ async fn serve(mut socket: TcpStream, connection: usize, state: Arc<Mutex<State>
         let Some((head, body)) = read_request(&mut socket).await else {
             return;
         };
-        let index = {
+        let (index, queued) = {
             let mut state = state.lock().expect("mock state lock");
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let queued = state.scripts.pop_front();
+            let queued = queued.or_else(|| state.responder.as_ref().and_then(|f| f(&body)));
             state.requests.push(Recorded {
-                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                body,
                 head,
                 arrived: Instant::now(),
                 closed: None,
                 connection,
             });
-            state.requests.len() - 1
+            (state.requests.len() - 1, queued)
         };
-        let script = next_script(&state).unwrap_or_else(|| status(500, "no script left"));
+        let script = queued
+            .or_else(|| next_script(&state))
+            .unwrap_or_else(|| status(500, "no script left"));
         match play(&mut socket, script).await {
             End::KeepAlive => continue,
             End::Done => return,
@@ -293,96 +312,4 @@ pub fn content_length(head: &str) -> usize {
         })
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(0)
-}
-
-// === Script builders ===
-
-/// A response head.
-pub fn head(status: u16, content_type: &str, extra: &str) -> Step {
-    Step::Send(
-        format!("HTTP/1.1 {status} Mock\r\ncontent-type: {content_type}\r\nconnection: close\r\n{extra}\r\n").into_bytes(),
-    )
-}
-
-/// A whole response with a body.
-pub fn status(code: u16, body: &str) -> Script {
-    Script(vec![
-        head(code, "application/json", ""),
-        Step::Send(body.as_bytes().to_vec()),
-    ])
-}
-
-/// An SSE data event.
-pub fn data(payload: &str) -> Step {
-    Step::Send(format!("data: {payload}\n\n").into_bytes())
-}
-
-/// A content delta chunk's JSON.
-pub fn content(text: &str) -> String {
-    serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string()
-}
-
-/// A reasoning delta chunk's JSON.
-pub fn reasoning(text: &str) -> String {
-    serde_json::json!({"choices": [{"index": 0, "delta": {"reasoning_content": text}}]}).to_string()
-}
-
-/// A role-only delta chunk's JSON.
-pub fn role() -> String {
-    serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-        .to_string()
-}
-
-/// A finish chunk's JSON.
-pub fn finish() -> String {
-    serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string()
-}
-
-/// A whole, well-formed SSE answer writing `text` in pieces.
-pub fn sse_answer(pieces: &[&str]) -> Script {
-    let mut steps = vec![head(200, "text/event-stream", ""), data(&role())];
-    steps.extend(pieces.iter().map(|p| data(&content(p))));
-    steps.push(data(&finish()));
-    steps.push(data("[DONE]"));
-    Script(steps)
-}
-
-/// A whole SSE answer in chunked encoding, on a connection the mock keeps open
-/// for the next request; or, with `then_close`, closes a moment later, after the
-/// gateway has put it aside as idle.
-pub fn keep_alive_answer(pieces: &[&str], then_close: bool) -> Script {
-    let events = answer_events(pieces);
-    let mut steps = vec![Step::Send(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            .to_vec(),
-    )];
-    for event in events {
-        let frame = format!("data: {event}\n\n");
-        steps.push(Step::Send(
-            format!("{:x}\r\n{frame}\r\n", frame.len()).into_bytes(),
-        ));
-    }
-    steps.push(Step::Send(b"0\r\n\r\n".to_vec()));
-    steps.push(if then_close {
-        Step::Pause(Duration::from_millis(50))
-    } else {
-        Step::KeepAlive
-    });
-    Script(steps)
-}
-
-/// The data payloads of a whole answer writing `pieces`: role, contents, finish, `[DONE]`.
-pub fn answer_events(pieces: &[&str]) -> Vec<String> {
-    let mut events = vec![role()];
-    events.extend(pieces.iter().map(|p| content(p)));
-    events.push(finish());
-    events.push("[DONE]".to_owned());
-    events
-}
-
-/// An SSE head followed by the given steps.
-pub fn sse(steps: Vec<Step>) -> Script {
-    let mut all = vec![head(200, "text/event-stream", "")];
-    all.extend(steps);
-    Script(all)
 }

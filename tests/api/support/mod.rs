@@ -10,6 +10,7 @@
 pub mod answers;
 pub mod browser;
 pub mod config;
+pub mod continuing;
 pub mod drill;
 pub mod events;
 pub mod eventually;

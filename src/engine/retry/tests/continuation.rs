@@ -38,7 +38,10 @@ const AT_ONCE: Option<Decision> = Some(Decision::Continue {
 #[test]
 fn a_cut_after_content_is_continued_at_once_and_a_busy_one_after_the_back_off() {
     let policy = contract_defaults();
-    assert_eq!(decide_cut(policy, cut(1, FailureClass::Other), 70 * S), AT_ONCE);
+    assert_eq!(
+        decide_cut(policy, cut(1, FailureClass::Other), 70 * S),
+        AT_ONCE
+    );
     assert_eq!(
         decide_cut(policy, cut(2, FailureClass::Busy), 70 * S),
         Some(Decision::Continue { wait: 4 * S }),
@@ -71,7 +74,10 @@ fn reasoning_only_or_a_first_cut_that_cannot_be_continued_is_section_twos() {
         None,
         "9 s left: less than CONTINUE_MIN_REMAINING_MS"
     );
-    assert_eq!(decide_cut(policy, cut(5, FailureClass::Other), 70 * S), None);
+    assert_eq!(
+        decide_cut(policy, cut(5, FailureClass::Other), 70 * S),
+        None
+    );
     let never = RetryPolicy {
         max_continuations: 0,
         ..policy
