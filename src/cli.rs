@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use crate::config::{Config, ConfigError, Secret, UpstreamProxy, UpstreamSettings};
 use crate::demo::{self, DemoOptions};
 use crate::engine::upstream;
+use crate::engine::upstream::continuation::Continuation;
 use crate::ops::telemetry;
 use crate::prompts::{FileStore, PromptStore};
 use crate::server;
@@ -206,11 +207,10 @@ async fn run_demo(mut config: Config) -> Result<(), String> {
         config.jobs.state_db = ":memory:".into();
     }
     // The demo's own upstream, whatever upstream settings the environment holds.
-    config.upstreams = vec![UpstreamSettings::single(
-        &url,
-        Secret::default(),
-        UpstreamProxy::Off,
-    )];
+    config.upstreams = vec![UpstreamSettings {
+        continuation: Continuation::Prefix,
+        ..UpstreamSettings::single(&url, Secret::default(), UpstreamProxy::Off)
+    }];
     let requested = config.listen;
     let state = AppState::new(config).map_err(|e| e.to_string())?;
     let listener = TcpListener::from_std(listen(requested)?).map_err(|e| e.to_string())?;
@@ -239,8 +239,8 @@ fn demo_instructions(address: SocketAddr) -> String {
     format!(
         r#"
 ladle demo: the gateway is on {base}, in front of a simulated upstream that streams
-canned recipes, is busy every fourth request (the second first), and sometimes
-writes "forty-eight 克".
+canned recipes, is busy every fourth request (the second first), sometimes
+writes "forty-eight 克", and cuts the recipe for 麻婆豆腐 halfway.
 Paste these into another terminal (Ctrl-C here stops the demo):
 
 # A whole recipe as normalized JSON:
@@ -252,6 +252,11 @@ curl -s {base}/v1/tasks/recipe -H 'content-type: application/json' -d '{{"dish":
 # Another recipe, streamed as named events; the upstream is busy at first, so
 # you see attempt, retry (and the 2 s back-off), attempt, delta, result:
 curl -N {base}/v1/tasks/recipe -H 'accept: text/event-stream' -H 'content-type: application/json' -d '{{"dish": "番茄炒蛋"}}'
+
+# A recipe the upstream cuts halfway, as flaky upstreams do at second 70: ladle
+# continues it from what was written (the upstream takes a `prefix`), so you see
+# attempt, delta…, attempt, continue, the rest of the deltas, one whole result:
+curl -N {base}/v1/tasks/recipe -H 'accept: text/event-stream' -H 'content-type: application/json' -d '{{"dish": "麻婆豆腐"}}'
 
 # Ideas from what is in the fridge:
 curl -s {base}/v1/tasks/fridge -H 'content-type: application/json' -d '{{"ingredients": ["鸡蛋", "番茄", "豆腐"]}}'

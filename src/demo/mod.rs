@@ -4,8 +4,10 @@
 //! at work: it streams canned recipes and fridge ideas a few characters at a time,
 //! some with reasoning first; every fourth request from the second on is told the
 //! model is busy (in a 200 stream, as the real upstream does), which the gateway
-//! retries after its back-off; and one recipe writes nutrition as "forty-eight 克",
-//! which the normalizer mends.
+//! retries after its back-off; one recipe writes nutrition as "forty-eight 克",
+//! which the normalizer mends; and the recipe for 麻婆豆腐 stops halfway, as a
+//! flaky upstream's stream does, while a request that carries what was written
+//! as an assistant `prefix` (contract 11.4) gets the rest.
 
 pub mod answers;
 
@@ -89,12 +91,16 @@ pub async fn start(options: DemoOptions) -> std::io::Result<String> {
     Ok(format!("http://{address}/v1"))
 }
 
+/// The dish whose recipe the demo upstream cuts halfway.
+pub const CUT_DISH: &str = "麻婆豆腐";
+
 async fn complete(State(demo): State<Arc<Demo>>, body: Bytes) -> Response {
     let n = demo.requests.fetch_add(1, Ordering::Relaxed) + 1;
     let request: Value = serde_json::from_slice(&body).unwrap_or_default();
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let asked = messages
-        .last()
+        .iter()
+        .rfind(|m| m["role"] == "user")
         .map(|m| m["content"].to_string())
         .unwrap_or_default();
     let model = request["model"].as_str().unwrap_or("ladle-demo").to_owned();
@@ -103,6 +109,26 @@ async fn complete(State(demo): State<Arc<Demo>>, body: Bytes) -> Response {
         json!({"role": "assistant", "content": ""}),
         None,
     )];
+    let answer = pick(&asked, n);
+    let pieces = |text: &str| split_chars(text, demo.options.chunk_chars);
+    let prefix = messages
+        .last()
+        .filter(|m| m["role"] == "assistant" && m["prefix"] == true)
+        .map(|m| m["content"].as_str().unwrap_or_default());
+    if let Some(prefix) = prefix {
+        let Some(rest) = answer.content.strip_prefix(prefix) else {
+            let refused = json!({"error": {"message": "the prefix is not this answer's start"}});
+            return (axum::http::StatusCode::BAD_REQUEST, axum::Json(refused)).into_response();
+        };
+        events.extend(
+            pieces(rest)
+                .iter()
+                .map(|p| chunk(&model, json!({ "content": p }), None)),
+        );
+        events.push(chunk(&model, json!({}), Some("stop")));
+        events.push("[DONE]".to_owned());
+        return sse(events, demo.options.chunk_gap);
+    }
     // The second request is the first busy one: in the order `demo` prints its
     // lines, that is the streamed recipe, which shows the retry as an event.
     if demo.options.busy_every > 0 && n % demo.options.busy_every == 2 % demo.options.busy_every {
@@ -112,13 +138,17 @@ async fn complete(State(demo): State<Arc<Demo>>, body: Bytes) -> Response {
         );
         return sse(events, demo.options.chunk_gap);
     }
-    let answer = pick(&asked, n);
-    let pieces = |text: &str| split_chars(text, demo.options.chunk_chars);
     for piece in pieces(answer.reasoning) {
         events.push(chunk(&model, json!({ "reasoning_content": piece }), None));
     }
-    for piece in pieces(answer.content) {
+    let content = pieces(answer.content);
+    // Cut halfway: the body ends with no finish and no `[DONE]`.
+    let cut = asked.contains(CUT_DISH).then_some(content.len() / 2);
+    for piece in content.iter().take(cut.unwrap_or(usize::MAX)) {
         events.push(chunk(&model, json!({ "content": piece }), None));
+    }
+    if cut.is_some() {
+        return sse(events, demo.options.chunk_gap);
     }
     events.push(chunk(&model, json!({}), Some("stop")));
     events.push("[DONE]".to_owned());

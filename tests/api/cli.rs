@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use ladle::demo::{self, DemoOptions};
+use ladle::engine::upstream::continuation::Continuation;
 use serde_json::json;
 
 use crate::support::process::ladle_command;
@@ -255,7 +256,29 @@ async fn the_demo_streamed_recipe_shows_a_retry_when_asked_in_the_printed_order(
     assert!(events.contains("event: result"), "{events}");
 }
 
-/// A gateway in front of the demo's upstream, which streams without pauses.
+#[tokio::test]
+async fn the_demo_cuts_its_mapo_tofu_recipe_and_ladle_continues_it_whole() {
+    let gateway = demo_gateway().await;
+    let streamed = gateway
+        .post_events("/v1/tasks/recipe", &json!({"dish": demo::CUT_DISH}))
+        .await;
+    let events = task_events(&streamed.text().await.expect("the events"));
+    assert_eq!(
+        event_names(&events),
+        ["attempt", "delta", "attempt", "continue", "delta", "result"]
+    );
+    let result = &events.last().expect("a result").1;
+    assert_eq!(result["output"]["title"], demo::CUT_DISH);
+    assert!(
+        result["output"]["steps"]
+            .as_array()
+            .is_some_and(|s| s.len() > 1),
+        "{result}"
+    );
+}
+
+/// A gateway in front of the demo's upstream, which streams without pauses, as
+/// the demo sets it up (it continues a `prefix`).
 async fn demo_gateway() -> Gateway {
     let url = demo::start(DemoOptions {
         chunk_gap: millis(0),
@@ -263,5 +286,12 @@ async fn demo_gateway() -> Gateway {
     })
     .await
     .expect("demo upstream starts");
-    Gateway::options().url(&url).start().await
+    let demo_upstream = ladle::config::UpstreamSettings {
+        continuation: Continuation::Prefix,
+        ..upstream("default", &url, 0, 1)
+    };
+    Gateway::options()
+        .upstreams(vec![demo_upstream])
+        .start()
+        .await
 }

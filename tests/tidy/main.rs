@@ -26,8 +26,13 @@ pub fn code() -> Vec<(String, String)> {
     sources(&root, &mut files);
     files
         .into_iter()
-        // A `tests.rs` is a unit test module of its folder: test code, whole.
-        .filter(|path| path.file_name().is_none_or(|name| name != "tests.rs"))
+        // A `tests.rs` is a unit test module of its folder, and the files of a
+        // `tests/` folder beside it are its parts: test code, whole.
+        .filter(|path| {
+            let under_src = path.strip_prefix(&root).unwrap_or(path);
+            path.file_name().is_none_or(|name| name != "tests.rs")
+                && !under_src.components().any(|part| part.as_os_str() == "tests")
+        })
         .map(|path| {
             let text = std::fs::read_to_string(&path).expect("read source");
             let code: String = text

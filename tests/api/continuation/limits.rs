@@ -65,9 +65,12 @@ async fn a_continuation_cut_again_is_continued_again_with_the_longer_p() {
     );
 }
 
+/// A change to a gateway's configuration.
+type Adjust = fn(&mut ladle::config::Config);
+
 #[tokio::test]
 async fn no_continuation_past_max_attempts_min_remaining_or_with_none_allowed() {
-    let limits: [(&str, fn(&mut ladle::config::Config)); 3] = [
+    let limits: [(&str, Adjust); 3] = [
         ("max_attempts", |c| c.retry.max_attempts = 1),
         ("min_remaining", |c| {
             c.retry.continue_min_remaining = Duration::from_millis(2_900)
