@@ -307,3 +307,47 @@ fn the_stream_settings_default_as_the_contract_says_and_name_their_key() {
         );
     }
 }
+
+#[test]
+fn continuation_settings_take_exact_words_and_whole_numbers() {
+    use crate::engine::upstream::continuation::Continuation;
+    let config = Config::load(None, &env_of(&[])).expect("defaults are valid");
+    assert_eq!(config.retry.max_continuations, 2);
+    assert_eq!(config.retry.continue_min_remaining, Duration::from_secs(10));
+    let single = env_of(&[
+        ("LADLE_UPSTREAM_URL", "http://127.0.0.1:1/v1"),
+        ("LADLE_UPSTREAM_CONTINUATION", "partial"),
+    ]);
+    let config = Config::load(None, &single).expect("valid");
+    assert_eq!(config.upstreams[0].continuation, Continuation::Partial);
+    const URL: (&str, &str) = ("LADLE_UPSTREAM_URL", "http://127.0.0.1:1/v1");
+    let cases: [(&str, &'static [(&str, &str)]); 4] = [
+        (
+            "LADLE_UPSTREAM_CONTINUATION",
+            &[URL, ("LADLE_UPSTREAM_CONTINUATION", "Prefix")],
+        ),
+        (
+            "LADLE_UPSTREAM_CONTINUATION",
+            &[URL, ("LADLE_UPSTREAM_CONTINUATION", "deepseek")],
+        ),
+        (
+            "LADLE_MAX_CONTINUATIONS",
+            &[URL, ("LADLE_MAX_CONTINUATIONS", "-1")],
+        ),
+        (
+            "LADLE_CONTINUE_MIN_REMAINING_MS",
+            &[URL, ("LADLE_CONTINUE_MIN_REMAINING_MS", "soon")],
+        ),
+    ];
+    for (key, env) in cases {
+        assert_eq!(error_key(Config::load(None, &env_of(env))), key, "{env:?}");
+    }
+    let both = env_of(&[
+        (
+            "LADLE_UPSTREAMS",
+            r#"[{"name": "a", "url": "http://127.0.0.1:1/v1"}]"#,
+        ),
+        ("LADLE_UPSTREAM_CONTINUATION", "prefix"),
+    ]);
+    assert_eq!(error_key(Config::load(None, &both)), "LADLE_UPSTREAMS");
+}

@@ -52,6 +52,23 @@ fn an_invalid_setting_stops_start_up_naming_the_key() {
         .expect("run ladle");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("LADLE_IDLE_TIMEOUT_MS"));
+    for command in ["serve", "check"] {
+        let unknown_dialect = ladle_command()
+            .arg(command)
+            .env("LADLE_PROMPTS_DIR", prompts_copy())
+            .env(
+                "LADLE_UPSTREAMS",
+                r#"[{"name": "a", "url": "http://127.0.0.1:9/v1", "continuation": "Prefix"}]"#,
+            )
+            .output()
+            .expect("run ladle");
+        assert!(!unknown_dialect.status.success(), "{command}");
+        let said = String::from_utf8_lossy(&unknown_dialect.stderr);
+        assert!(
+            said.contains("LADLE_UPSTREAMS") && said.contains("`continuation`"),
+            "{said}"
+        );
+    }
     let missing_url = ladle_command().arg("serve").output().expect("run ladle");
     assert!(!missing_url.status.success());
     assert!(String::from_utf8_lossy(&missing_url.stderr).contains("LADLE_UPSTREAM_URL"));

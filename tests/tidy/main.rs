@@ -31,7 +31,9 @@ pub fn code() -> Vec<(String, String)> {
         .filter(|path| {
             let under_src = path.strip_prefix(&root).unwrap_or(path);
             path.file_name().is_none_or(|name| name != "tests.rs")
-                && !under_src.components().any(|part| part.as_os_str() == "tests")
+                && !under_src
+                    .components()
+                    .any(|part| part.as_os_str() == "tests")
         })
         .map(|path| {
             let text = std::fs::read_to_string(&path).expect("read source");
