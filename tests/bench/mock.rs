@@ -7,6 +7,10 @@
 //! chunk. A request may override N and the gap with the extra body fields
 //! `n_chunks` and `gap_ms`, which both relays forward unchanged, so one mock serves
 //! every load shape. With no gap the whole answer is written in one frame.
+//!
+//! `cut_at` cuts a stream after that many content chunks (the body ends, no finish,
+//! no `[DONE]`); a request whose last message is an assistant `prefix` (contract
+//! 11.4) gets the chunks that prefix lacks, the first at once.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -27,12 +31,25 @@ pub const TAIL: &[u8] = b"data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.com
 struct Shape {
     chunks: u32,
     gap: Duration,
+    cut_at: Option<u32>,
 }
 
 #[derive(serde::Deserialize)]
 struct Overrides {
     n_chunks: Option<u32>,
     gap_ms: Option<u64>,
+    cut_at: Option<u32>,
+    #[serde(default)]
+    messages: Vec<serde_json::Value>,
+}
+
+impl Overrides {
+    /// Content chunks a continuation's prefix holds already (each is `tok `).
+    fn continued(&self) -> Option<u32> {
+        let last = self.messages.last()?;
+        let prefix = last["content"].as_str().filter(|_| last["prefix"] == true)?;
+        Some((prefix.len() / 4) as u32)
+    }
 }
 
 /// Runs the mock until the process is killed; writes the bound port to `port_file`.
@@ -43,6 +60,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let default = Shape {
         chunks: chunks.parse().map_err(|_| "N must be a number")?,
         gap: Duration::from_millis(gap_ms.parse().map_err(|_| "GAP_MS must be a number")?),
+        cut_at: None,
     };
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
@@ -63,10 +81,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 fn answer(default: Shape, body: &[u8]) -> Response {
     let shape = match serde_json::from_slice::<Overrides>(body) {
-        Ok(o) => Shape {
-            chunks: o.n_chunks.unwrap_or(default.chunks).max(1),
-            gap: o.gap_ms.map_or(default.gap, Duration::from_millis),
-        },
+        Ok(o) => {
+            let chunks = o.n_chunks.unwrap_or(default.chunks).max(1);
+            let written = o.continued();
+            Shape {
+                chunks: chunks.saturating_sub(written.unwrap_or(0)).max(1),
+                gap: o.gap_ms.map_or(default.gap, Duration::from_millis),
+                cut_at: o.cut_at.filter(|_| written.is_none()),
+            }
+        }
         Err(_) => default,
     };
     let body = if shape.gap.is_zero() {
@@ -80,7 +103,7 @@ fn answer(default: Shape, body: &[u8]) -> Response {
         }))
     } else {
         Body::from_stream(stream::unfold(1u32, move |i| async move {
-            if i > shape.chunks {
+            if i > shape.chunks || shape.cut_at.is_some_and(|cut| i > cut) {
                 return None;
             }
             if i > 1 {

@@ -23,13 +23,16 @@
 //!   `LADLE_BENCH_KEYS_ONLY=1` (only ladle without and with client keys, side by
 //!   side; otherwise after the cache), `LADLE_BENCH_STREAMS_ONLY=1` (only the job
 //!   event streams: a job read live against a task stream, many readers, resumes,
-//!   kept events; otherwise last), `LADLE_BENCH_BEFORE=path` (only an earlier build's
-//!   binary at `path` against this one, the same loads side by side).
+//!   kept events; otherwise last), `LADLE_BENCH_CUT_ONLY=1` (only a stream cut at
+//!   chunk 10 of 20 and continued: cut to next delta, against the mock's own first
+//!   chunk), `LADLE_BENCH_BEFORE=path` (only an earlier build's binary at `path`
+//!   against this one, the same loads side by side).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
 //! The table goes to stdout and to `target/bench-report.md`.
 
 mod cache;
+mod cut;
 mod fleet;
 mod jobs;
 mod keys;
@@ -101,43 +104,33 @@ fn bench() -> Result<(), String> {
         };
     }
 
-    if std::env::var("LADLE_BENCH_FLEET_ONLY").is_ok_and(|v| v == "1") {
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-        let mock = procs::start_mock()?;
-        let fleet = runtime.block_on(fleet::run(mock.addr, scale, rounds, procs::clock_ticks()))?;
-        say(&format!("\n{}", fleet.render()));
-        return Ok(());
-    }
-    if std::env::var("LADLE_BENCH_JOBS_ONLY").is_ok_and(|v| v == "1") {
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-        let mock = procs::start_mock()?;
-        let jobs = runtime.block_on(jobs_run(mock.addr, scale))?;
-        say(&format!("\n{}", jobs.render()));
-        return Ok(());
-    }
-    if std::env::var("LADLE_BENCH_KEYS_ONLY").is_ok_and(|v| v == "1") {
+    // The runs that go alone, each against a mock of its own.
+    let only = |name: &str| std::env::var(format!("LADLE_BENCH_{name}_ONLY")).is_ok_and(|v| v == "1");
+    let alone = ["FLEET", "JOBS", "KEYS", "STREAMS", "CUT"].into_iter().find(|n| only(n));
+    let before = std::env::var("LADLE_BENCH_BEFORE").ok();
+    if alone.is_some() || before.is_some() {
         let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
         let mock = procs::start_mock()?;
         let ticks = procs::clock_ticks();
-        let keys = runtime.block_on(keys::run(&mock, scale, rounds, ticks))?;
-        say(&format!("\n{}", keys.render()));
-        return Ok(());
-    }
-    if let Ok(binary) = std::env::var("LADLE_BENCH_BEFORE") {
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-        let mock = procs::start_mock()?;
-        let ticks = procs::clock_ticks();
-        let binary = std::path::PathBuf::from(binary);
-        let side = runtime.block_on(keys::before(&mock, &binary, scale, rounds, ticks))?;
-        say(&format!("\n{}", side.render()));
-        return Ok(());
-    }
-    if std::env::var("LADLE_BENCH_STREAMS_ONLY").is_ok_and(|v| v == "1") {
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-        let mock = procs::start_mock()?;
-        let ticks = procs::clock_ticks();
-        let streams = runtime.block_on(streams::run(mock.addr, scale, ticks))?;
-        say(&format!("\n{}", streams.render()));
+        let report = match (alone, before) {
+            (Some("FLEET"), _) => runtime
+                .block_on(fleet::run(mock.addr, scale, rounds, ticks))?
+                .render(),
+            (Some("JOBS"), _) => runtime.block_on(jobs_run(mock.addr, scale))?.render(),
+            (Some("KEYS"), _) => runtime
+                .block_on(keys::run(&mock, scale, rounds, ticks))?
+                .render(),
+            (_, Some(binary)) => {
+                let binary = std::path::PathBuf::from(binary);
+                let side = keys::before(&mock, &binary, scale, rounds, ticks);
+                runtime.block_on(side)?.render()
+            }
+            (Some("STREAMS"), _) => runtime
+                .block_on(streams::run(mock.addr, scale, ticks))?
+                .render(),
+            _ => runtime.block_on(cut::run(mock.addr))?.render(),
+        };
+        say(&format!("\n{report}"));
         return Ok(());
     }
     if std::env::var("LADLE_BENCH_CACHE_ONLY").is_ok_and(|v| v == "1") {

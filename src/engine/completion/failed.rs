@@ -95,8 +95,14 @@ impl Completion {
     ) -> Progress {
         self.log_attempt(classified.outcome, Some(&failure.kind), None, throttled);
         self.phase = Phase::Over;
+        // A passed deadline is its own answer, and so is output that could not
+        // be parsed: that stream ended well (11.4).
+        let own = matches!(
+            failure.kind,
+            FailureKind::Deadline | FailureKind::InvalidOutput(_)
+        );
         let (failure, classified) = match self.prefix.first_cut.take() {
-            Some(first) if failure.kind != FailureKind::Deadline => first,
+            Some(first) if !own => first,
             _ => (failure, classified),
         };
         let hint = self.spec.policy.backoff(self.attempt);

@@ -229,7 +229,7 @@ impl Completion {
         let model = self.model_sent().to_owned();
         Some(Progress::Finished(Box::new(Finished {
             choices: answer.choices,
-            usage: self.prefix.billed.total(answer.usage.as_ref()),
+            usage: self.prefix.billed.total(answer.usage),
             meta: answer.meta,
             output,
             attempts: self.attempt,

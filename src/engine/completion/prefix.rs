@@ -78,6 +78,7 @@ impl Prefix {
             self.over = false;
             self.tool_call = false;
             self.billed = Billed::default();
+            self.first_cut = None;
             self.first_chunk = None;
             self.identity = None;
         }
@@ -118,7 +119,8 @@ impl Prefix {
         let identity = self
             .identity
             .get_or_insert_with(|| first.map(|raw| Identity::of(&raw)).unwrap_or_default());
-        identity.continue_chunk(raw, self.billed.total(usage).filter(|_| usage.is_some()))
+        let billed = usage.and_then(|usage| self.billed.total(Some(usage.clone())));
+        identity.continue_chunk(raw, billed)
     }
 }
 
@@ -147,13 +149,13 @@ impl Billed {
     }
 
     /// The answer's usage, with the last attempt's `last`: the sum, or `None`
-    /// when some attempt in it reported none.
-    pub fn total(&self, last: Option<&Value>) -> Option<Value> {
-        let mut all = self.clone();
-        all.add(last);
-        match all.unknown {
-            true => None,
-            false => all.sum,
+    /// when some attempt in it reported none. Without earlier attempts, `last`.
+    pub fn total(&self, last: Option<Value>) -> Option<Value> {
+        match (&self.sum, last) {
+            _ if self.unknown => None,
+            (None, last) => last,
+            (Some(_), None) => None,
+            (Some(sum), Some(last)) => Some(added(sum.clone(), &last)),
         }
     }
 }
@@ -245,7 +247,7 @@ mod tests {
         let mut billed = Billed::default();
         billed.add(Some(&first));
         assert_eq!(
-            billed.total(Some(&second)),
+            billed.total(Some(second.clone())),
             Some(
                 json!({"prompt_tokens": 1400, "completion_tokens": 1600, "total_tokens": 3000,
                         "completion_tokens_details": {"reasoning_tokens": 8}})

@@ -227,3 +227,21 @@ async fn with_every_upstream_refusing_the_request_ends_with_the_cuts_code() {
     assert_eq!(error_event_code(&body), "upstream_failed", "{body}");
     assert_eq!(mock.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn a_continued_answer_that_does_not_parse_ends_as_invalid_output_not_as_the_cut() {
+    let mock = MockUpstream::start().await;
+    let broken = r#"{"ideas": ["番茄炒蛋", 青椒土豆丝]}"#;
+    let prefix: String = broken.chars().take(12).collect();
+    mock.push([cut_after(&prefix, CutBy::Reset)]);
+    speaks(&mock, "prefix", broken);
+    let gateway = gateway_over(&mock, Continuation::Prefix).await;
+    let (status, body) = error_of(
+        gateway
+            .post("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
+            .await,
+    )
+    .await;
+    assert_eq!((status, body["error"]["code"].clone()), (502, json!("invalid_output")));
+    assert_eq!(mock.requests().len(), 2, "no restart: attempt 2 is not early's");
+}
