@@ -46,6 +46,7 @@ fn router(state: AppState) -> Router {
     let mut v1 = Router::new()
         .route(CompletionRoute::CHAT, post(routes::chat::completions))
         .route(CompletionRoute::TASK, post(routes::tasks::run))
+        .route(CompletionRoute::RESPONSES, post(routes::responses::create))
         .route(
             "/v1/jobs/{id}",
             get(routes::jobs::read).delete(routes::jobs::cancel),

@@ -100,7 +100,11 @@ impl AppState {
     pub fn new(config: Config) -> Result<Self, StartError> {
         let metrics = Metrics::new();
         // The completion routes' latency series show from the start.
-        metrics.time_routes(&[CompletionRoute::CHAT, CompletionRoute::TASK]);
+        metrics.time_routes(&[
+            CompletionRoute::CHAT,
+            CompletionRoute::TASK,
+            CompletionRoute::RESPONSES,
+        ]);
         let background = Background::new();
         let redis = match &config.redis {
             Some(settings) => Some(Redis::new(settings, metrics.clone())?),

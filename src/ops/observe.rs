@@ -103,7 +103,7 @@ where
         }
         let route = request.extensions().get::<MatchedPath>().cloned();
         let kind = match route.as_ref().map(MatchedPath::as_str) {
-            Some(CompletionRoute::CHAT) => AnsweredOn::Chat,
+            Some(CompletionRoute::CHAT | CompletionRoute::RESPONSES) => AnsweredOn::Chat,
             Some(CompletionRoute::TASK) => AnsweredOn::Task,
             _ => AnsweredOn::Other,
         };

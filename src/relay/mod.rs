@@ -9,10 +9,12 @@
 mod batched;
 pub mod commit;
 pub mod replay;
+pub mod responses;
 mod step;
 pub mod task_events;
 pub mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -37,6 +39,10 @@ pub enum ResponseShape {
     TaskJson,
     /// A task's named events.
     TaskEvents,
+    /// A Responses API response object (contract 12).
+    ResponsesJson,
+    /// A Responses API event stream.
+    ResponsesEvents,
 }
 
 impl ResponseShape {
@@ -62,6 +68,8 @@ pub struct Reply {
     /// For a chat stream: `LADLE_STREAM_KEEPALIVE_MS` and when the request
     /// arrived.
     pub keep_alive: Option<(Duration, Instant)>,
+    /// For the Responses API: the response being made.
+    pub made: Option<Arc<responses::Made>>,
 }
 
 impl Reply {
@@ -70,6 +78,10 @@ impl Reply {
     pub fn body(&self, finished: &Finished) -> Value {
         match &self.route {
             CompletionRoute::Chat => wire::completion_body(finished, &self.request_id, &self.model),
+            CompletionRoute::Responses => match &self.made {
+                Some(made) => made.finished(finished),
+                None => Value::Null,
+            },
             CompletionRoute::Task(task) => {
                 let body = ResultBody::of(finished, task, &self.request_id);
                 // Plain fields and JSON text always make a `Value`.
@@ -82,7 +94,9 @@ impl Reply {
     /// as the text it was written as once.
     pub fn body_text(&self, finished: &Finished) -> Vec<u8> {
         match &self.route {
-            CompletionRoute::Chat => self.body(finished).to_string().into_bytes(),
+            CompletionRoute::Chat | CompletionRoute::Responses => {
+                self.body(finished).to_string().into_bytes()
+            }
             CompletionRoute::Task(task) => {
                 let body = ResultBody::of(finished, task, &self.request_id);
                 let output = finished.output.as_ref().map_or(0, |o| o.json().len());
@@ -101,10 +115,19 @@ impl Reply {
         progress: impl Stream<Item = Progress> + Send + 'static,
     ) -> Response {
         match self.shape {
-            ResponseShape::ChatJson | ResponseShape::TaskJson => match outcome(progress).await {
-                Ok(finished) => json_response(self.body_text(&finished)),
-                Err((error, attempts)) => error.into_completion_response(attempts),
-            },
+            ResponseShape::ResponsesEvents => {
+                let made = self.made.as_deref().cloned();
+                let made = made.unwrap_or_else(|| {
+                    responses::Made::new(self.model.clone(), Default::default())
+                });
+                responses::streaming(Box::pin(progress), made).await
+            }
+            ResponseShape::ChatJson | ResponseShape::TaskJson | ResponseShape::ResponsesJson => {
+                match outcome(progress).await {
+                    Ok(finished) => json_response(self.body_text(&finished)),
+                    Err((error, attempts)) => error.into_completion_response(attempts),
+                }
+            }
             ResponseShape::ChatStream => {
                 let steps = Box::pin(progress.map(commit::Step::from));
                 commit::respond(steps, self.request_id.clone(), self.keep_alive).await

@@ -23,7 +23,10 @@ pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// A kept body (a `chat.completion`, or a task's `200` body), in `shape`.
 pub fn replay(kept: &Value, shape: ResponseShape) -> Response {
     let response = match shape {
-        ResponseShape::ChatJson | ResponseShape::TaskJson => axum::Json(kept).into_response(),
+        ResponseShape::ChatJson
+        | ResponseShape::TaskJson
+        | ResponseShape::ResponsesJson
+        | ResponseShape::ResponsesEvents => axum::Json(kept).into_response(),
         ResponseShape::TaskEvents => sse(format!("event: result\ndata: {kept}\n\n").into()),
         ResponseShape::ChatStream => sse(kept_as_chunks(kept)),
     };

@@ -218,6 +218,7 @@ mod tests {
             route: crate::engine::completion::CompletionRoute::Task("recipe".into()),
             model: "glm".into(),
             keep_alive: None,
+            made: None,
         };
         let made = finished(None, Some(Cached::Miss));
         let text = reply.body_text(&made);

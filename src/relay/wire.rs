@@ -193,7 +193,7 @@ pub fn kept_as_chunks(kept: &Value) -> Bytes {
     out.freeze()
 }
 
-fn unix_seconds() -> u64 {
+pub(crate) fn unix_seconds() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -49,6 +49,7 @@ impl RunTask for RunsTasks {
                 route: CompletionRoute::Task(job.request.task.clone()),
                 model: String::new(),
                 keep_alive: None,
+                made: None,
             };
             let failed = |error: ApiError| RunError {
                 object: error.body(&request_id)["error"].clone(),

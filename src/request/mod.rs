@@ -6,6 +6,7 @@
 pub mod body;
 pub mod job_run;
 mod keyed;
+pub mod responses;
 pub mod submit;
 mod task;
 

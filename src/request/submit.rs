@@ -54,6 +54,7 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<(Job, bool), ApiEr
         route: CompletionRoute::Task(submit.task.clone()),
         model: String::new(),
         keep_alive: None,
+        made: None,
     };
     let variables = submit.variables.clone();
     let (arrived, timeout, client) = (submit.arrived, submit.timeout, &submit.client);

@@ -90,6 +90,7 @@ fn chat_call(
             route: CompletionRoute::Chat,
             model,
             keep_alive: keep_alive.filter(|_| wants_stream),
+            made: None,
         },
         arrived,
         timeout: headers.timeout,

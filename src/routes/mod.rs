@@ -8,6 +8,7 @@ pub mod job_events;
 pub mod jobs;
 pub mod models;
 pub mod ops;
+pub mod responses;
 pub mod tasks;
 
 use std::convert::Infallible;

@@ -128,6 +128,7 @@ pub async fn run(
         route: CompletionRoute::Task(name),
         model: String::new(),
         keep_alive: None,
+        made: None,
     };
     let (client, trace) = (headers.client, headers.trace);
     let called = task_call(

@@ -47,7 +47,9 @@ impl Overrides {
     /// Content chunks a continuation's prefix holds already (each is `tok `).
     fn continued(&self) -> Option<u32> {
         let last = self.messages.last()?;
-        let prefix = last["content"].as_str().filter(|_| last["prefix"] == true)?;
+        let prefix = last["content"]
+            .as_str()
+            .filter(|_| last["prefix"] == true)?;
         Some((prefix.len() / 4) as u32)
     }
 }

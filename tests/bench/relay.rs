@@ -105,8 +105,11 @@ fn bench() -> Result<(), String> {
     }
 
     // The runs that go alone, each against a mock of its own.
-    let only = |name: &str| std::env::var(format!("LADLE_BENCH_{name}_ONLY")).is_ok_and(|v| v == "1");
-    let alone = ["FLEET", "JOBS", "KEYS", "STREAMS", "CUT"].into_iter().find(|n| only(n));
+    let only =
+        |name: &str| std::env::var(format!("LADLE_BENCH_{name}_ONLY")).is_ok_and(|v| v == "1");
+    let alone = ["FLEET", "JOBS", "KEYS", "STREAMS", "CUT"]
+        .into_iter()
+        .find(|n| only(n));
     let before = std::env::var("LADLE_BENCH_BEFORE").ok();
     if alone.is_some() || before.is_some() {
         let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;

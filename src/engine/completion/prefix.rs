@@ -21,8 +21,6 @@ pub struct Prefix {
     limit: Option<usize>,
     /// `P`.
     text: String,
-    /// `P`'s length in Unicode code points.
-    chars: usize,
     /// `P` passed its bound: it is no longer kept, and never continued.
     over: bool,
     /// A tool call began: a continuation would have to write inside it.
@@ -71,10 +69,12 @@ impl Prefix {
     /// An attempt starts: a continuation, or one that voids what came before.
     pub fn start_attempt(&mut self) {
         self.wrote = false;
-        self.continuing = std::mem::take(&mut self.pending).then_some(self.chars);
+        // Counted once per continuation, not per chunk: the relay's path only
+        // appends.
+        let pending = std::mem::take(&mut self.pending);
+        self.continuing = pending.then(|| self.text.chars().count());
         if self.continuing.is_none() {
             self.text.clear();
-            self.chars = 0;
             self.over = false;
             self.tool_call = false;
             self.billed = Billed::default();
@@ -106,7 +106,6 @@ impl Prefix {
                 continue;
             }
             self.text.push_str(text);
-            self.chars += text.chars().count();
         }
     }
 }
@@ -212,7 +211,7 @@ mod tests {
         assert!(!prefix.wrote, "reasoning only");
         prefix.absorb_text(&chunk(r#"{"choices":[{"delta":{"content":"番茄"}}]}"#));
         prefix.absorb_text(&chunk(r#"{"choices":[{"delta":{"content":"炒蛋"}}]}"#));
-        assert_eq!((prefix.text(), prefix.chars), ("番茄炒蛋", 4));
+        assert_eq!(prefix.text(), "番茄炒蛋");
         prefix.pending = true;
         prefix.start_attempt();
         assert_eq!(prefix.continuing, Some(4));
@@ -257,10 +256,10 @@ mod tests {
         let mut cut = Billed::default();
         cut.add(None);
         assert_eq!(
-            cut.total(Some(&second)),
+            cut.total(Some(second.clone())),
             None,
             "the cut attempt reported none"
         );
-        assert_eq!(Billed::default().total(Some(&second)), Some(second));
+        assert_eq!(Billed::default().total(Some(second.clone())), Some(second));
     }
 }

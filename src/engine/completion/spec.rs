@@ -53,6 +53,8 @@ pub enum CompletionRoute {
     Chat,
     /// `POST /v1/tasks/{name}`, with the task's name.
     Task(String),
+    /// `POST /v1/responses` (contract 12).
+    Responses,
 }
 
 impl CompletionRoute {
@@ -60,12 +62,15 @@ impl CompletionRoute {
     pub const CHAT: &'static str = "/v1/chat/completions";
     /// The task route's path pattern.
     pub const TASK: &'static str = "/v1/tasks/{name}";
+    /// The Responses API's create.
+    pub const RESPONSES: &'static str = "/v1/responses";
 
     /// The route's path pattern, as the router, logs and metrics name it.
     pub fn path(&self) -> &'static str {
         match self {
             CompletionRoute::Chat => Self::CHAT,
             CompletionRoute::Task(_) => Self::TASK,
+            CompletionRoute::Responses => Self::RESPONSES,
         }
     }
 
@@ -73,6 +78,7 @@ impl CompletionRoute {
     pub fn request_path(&self) -> String {
         match self {
             CompletionRoute::Chat => Self::CHAT.to_owned(),
+            CompletionRoute::Responses => Self::RESPONSES.to_owned(),
             CompletionRoute::Task(name) => format!("/v1/tasks/{name}"),
         }
     }
@@ -80,7 +86,7 @@ impl CompletionRoute {
     /// The task's name; `None` for chat.
     pub fn task(&self) -> Option<&str> {
         match self {
-            CompletionRoute::Chat => None,
+            CompletionRoute::Chat | CompletionRoute::Responses => None,
             CompletionRoute::Task(name) => Some(name),
         }
     }

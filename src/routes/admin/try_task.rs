@@ -36,6 +36,7 @@ pub async fn try_task(
         route: CompletionRoute::Task(name),
         model: String::new(),
         keep_alive: None,
+        made: None,
     };
     let answer = match task_call(&app, reply, arrived, None, None, variables, "").await {
         Ok(mut call) => {

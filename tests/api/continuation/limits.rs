@@ -242,6 +242,13 @@ async fn a_continued_answer_that_does_not_parse_ends_as_invalid_output_not_as_th
             .await,
     )
     .await;
-    assert_eq!((status, body["error"]["code"].clone()), (502, json!("invalid_output")));
-    assert_eq!(mock.requests().len(), 2, "no restart: attempt 2 is not early's");
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (502, json!("invalid_output"))
+    );
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "no restart: attempt 2 is not early's"
+    );
 }

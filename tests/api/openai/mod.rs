@@ -4,6 +4,7 @@
 //! list, and the official SDKs as the oracle.
 
 mod models;
+mod responses;
 mod sdk;
 mod statuses;
 mod streamed;

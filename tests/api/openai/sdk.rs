@@ -23,9 +23,17 @@ fn python() -> std::path::PathBuf {
     python
 }
 
-/// Runs one scenario of the oracle against `app`; what it printed.
+/// Runs one scenario of the chat oracle against `app`; what it printed.
 async fn oracle(app: &Gateway, scenario: &str) -> Value {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/openai_chat.py");
+    oracle_of("openai_chat.py", app, scenario).await
+}
+
+/// Runs one scenario of the oracle `script` (in `tests/sdk/`) against `app`;
+/// what it printed.
+pub async fn oracle_of(script: &str, app: &Gateway, scenario: &str) -> Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(script);
     let mut command = std::process::Command::new(python());
     command
         .arg(script)

@@ -1,0 +1,220 @@
+//! A completion's progress as the Responses API's events (contract 12): item and
+//! content-part bookkeeping, and `sequence_number` from 0 without gaps. Reasoning
+//! is a `reasoning` item, the text one `message` item; a retry that voids text
+//! closes the voided item `incomplete` and the next text starts a new one; a
+//! continuation (11.4) simply goes on.
+
+use serde_json::{Value, json};
+
+use super::object::{Made, Status, item_id, message_item, reasoning_item, text_part};
+use crate::engine::completion::Progress;
+use crate::error::ApiError;
+
+/// One event: its `type` and its data (which repeats the type).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The `type`, also the SSE `event:` name.
+    pub kind: &'static str,
+    /// The data, `type` and `sequence_number` included.
+    pub data: Value,
+}
+
+/// The item being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Reasoning,
+    Message,
+}
+
+/// The renderer of one response's events.
+#[derive(Debug)]
+pub struct Events {
+    made: Made,
+    sequence: u64,
+    /// Items done (for the final object), in order.
+    done: Vec<Value>,
+    /// The item being written, at `index`, with its text so far.
+    open: Option<Open>,
+    index: usize,
+    text: String,
+    /// Whether any output item has begun (the commit point of a stream).
+    output_began: bool,
+}
+
+impl Events {
+    /// The renderer of `made`'s events.
+    pub fn new(made: Made) -> Events {
+        Events {
+            made,
+            sequence: 0,
+            done: Vec::new(),
+            open: None,
+            index: 0,
+            text: String::new(),
+            output_began: false,
+        }
+    }
+
+    /// Whether an output item has begun.
+    pub fn output_began(&self) -> bool {
+        self.output_began
+    }
+
+    /// `response.created` and `response.in_progress`.
+    pub fn start(&mut self) -> Vec<Event> {
+        let object = self.made.object(&Status::InProgress, Vec::new(), None);
+        vec![
+            self.event("response.created", json!({"response": object})),
+            self.event("response.in_progress", json!({"response": object})),
+        ]
+    }
+
+    /// The events one step of progress becomes.
+    pub fn on(&mut self, step: &Progress) -> Vec<Event> {
+        let mut out = Vec::new();
+        match step {
+            Progress::Chunk(received) => {
+                let choice = &received.chunk.first;
+                if let Some(reasoning) = &choice.reasoning {
+                    self.write(&mut out, Open::Reasoning, reasoning);
+                }
+                if let Some(content) = &choice.content {
+                    self.write(&mut out, Open::Message, content);
+                }
+            }
+            Progress::Retry { output_began, .. } if *output_began => self.void(&mut out),
+            Progress::Finished(finished) => {
+                if self.open != Some(Open::Message) {
+                    self.write(&mut out, Open::Message, "");
+                }
+                self.close(&mut out, "completed");
+                let mut object = self.made.finished(finished);
+                object["output"] = Value::Array(std::mem::take(&mut self.done));
+                let kind = match object["status"].as_str() {
+                    Some("incomplete") => "response.incomplete",
+                    _ => "response.completed",
+                };
+                out.push(self.event(kind, json!({"response": object})));
+            }
+            Progress::Failed(gave_up) => {
+                let error = ApiError::from(gave_up.clone()).body("");
+                let status = Status::Failed(json!({
+                    "code": error["error"]["code"],
+                    "message": error["error"]["message"],
+                }));
+                let object = self
+                    .made
+                    .object(&status, std::mem::take(&mut self.done), None);
+                out.push(self.event("response.failed", json!({"response": object})));
+            }
+            Progress::Attempt(_) | Progress::Retry { .. } | Progress::Continue { .. } => {}
+        }
+        out
+    }
+
+    /// Writes `delta` into an item of `kind`, opening it (and closing another)
+    /// first when needed.
+    fn write(&mut self, out: &mut Vec<Event>, kind: Open, delta: &str) {
+        if self.open != Some(kind) {
+            if self.open.is_some() {
+                self.close(out, "completed");
+            }
+            self.begin(out, kind);
+        }
+        if delta.is_empty() {
+            return;
+        }
+        self.text.push_str(delta);
+        let (name, id) = match kind {
+            Open::Reasoning => ("response.reasoning_text.delta", self.id(kind)),
+            Open::Message => ("response.output_text.delta", self.id(kind)),
+        };
+        let mut data =
+            json!({"item_id": id, "output_index": self.index, "content_index": 0, "delta": delta});
+        if kind == Open::Message {
+            data["logprobs"] = json!([]);
+        }
+        out.push(self.event(name, data));
+    }
+
+    fn begin(&mut self, out: &mut Vec<Event>, kind: Open) {
+        self.output_began = true;
+        self.open = Some(kind);
+        self.text.clear();
+        let id = self.id(kind);
+        let item = match kind {
+            Open::Reasoning => json!({"type": "reasoning", "id": id, "summary": [], "content": []}),
+            Open::Message => {
+                json!({"type": "message", "id": id, "status": "in_progress", "role": "assistant", "content": []})
+            }
+        };
+        out.push(self.event(
+            "response.output_item.added",
+            json!({"output_index": self.index, "item": item}),
+        ));
+        if kind == Open::Message {
+            out.push(self.event(
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": self.index, "content_index": 0, "part": text_part("")}),
+            ));
+        }
+    }
+
+    /// Ends the open item with `status`; a completed one is kept for the final
+    /// object.
+    fn close(&mut self, out: &mut Vec<Event>, status: &str) {
+        let Some(kind) = self.open.take() else { return };
+        let id = self.id(kind);
+        let item = match kind {
+            Open::Reasoning => {
+                let mut item = reasoning_item(&id, &self.text);
+                if status != "completed" {
+                    item["status"] = status.into();
+                }
+                item
+            }
+            Open::Message => {
+                let (index, text) = (self.index, self.text.clone());
+                out.push(self.event(
+                    "response.output_text.done",
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+                ));
+                out.push(self.event(
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "part": text_part(&text)}),
+                ));
+                message_item(&id, &text, status)
+            }
+        };
+        out.push(self.event(
+            "response.output_item.done",
+            json!({"output_index": self.index, "item": item}),
+        ));
+        if status == "completed" {
+            self.done.push(item);
+        }
+        self.index += 1;
+    }
+
+    /// A retry voids what this attempt wrote: its item ends `incomplete`, and
+    /// what it had finished before is no longer the answer's.
+    fn void(&mut self, out: &mut Vec<Event>) {
+        self.close(out, "incomplete");
+        self.done.clear();
+    }
+
+    fn id(&self, kind: Open) -> String {
+        let prefix = match kind {
+            Open::Reasoning => "rs",
+            Open::Message => "msg",
+        };
+        item_id(prefix, &self.made.id, self.index)
+    }
+
+    fn event(&mut self, kind: &'static str, mut data: Value) -> Event {
+        data["type"] = kind.into();
+        data["sequence_number"] = self.sequence.into();
+        self.sequence += 1;
+        Event { kind, data }
+    }
+}

@@ -1,0 +1,144 @@
+//! The Responses API's response object (contract 12): made once per request,
+//! then written with whatever status and output it has reached.
+
+use serde_json::{Map, Value, json};
+
+use crate::engine::completion::Finished;
+use crate::request::responses::Echo;
+
+/// One response: what stays the same from `response.created` to its end.
+#[derive(Debug, Clone)]
+pub struct Made {
+    /// `resp_` and 32 hex digits (122 random bits).
+    pub id: String,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// The model asked for.
+    pub model: String,
+    /// What the object repeats of the request.
+    pub echo: Echo,
+}
+
+/// How a response stands, with what the object says of it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Running.
+    InProgress,
+    /// Answered whole.
+    Completed,
+    /// Answered, stopped for length.
+    Incomplete,
+    /// Ended with this error body's `code` and `message`.
+    Failed(Value),
+}
+
+impl Made {
+    /// A new response for `model`, repeating `echo`.
+    pub fn new(model: String, echo: Echo) -> Made {
+        Made {
+            id: format!("resp_{}", uuid::Uuid::new_v4().simple()),
+            created_at: super::super::wire::unix_seconds(),
+            model,
+            echo,
+        }
+    }
+
+    /// The object with `status`, `output` items and the chat `usage` (if any).
+    pub fn object(&self, status: &Status, output: Vec<Value>, usage: Option<&Value>) -> Value {
+        let (name, error, incomplete) = match status {
+            Status::InProgress => ("in_progress", Value::Null, Value::Null),
+            Status::Completed => ("completed", Value::Null, Value::Null),
+            Status::Incomplete => (
+                "incomplete",
+                Value::Null,
+                json!({"reason": "max_output_tokens"}),
+            ),
+            Status::Failed(error) => ("failed", error.clone(), Value::Null),
+        };
+        let mut object = json!({
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": name,
+            "model": self.model,
+            "output": output,
+            "usage": usage.map_or(Value::Null, responses_usage),
+            "error": error,
+            "incomplete_details": incomplete,
+            "parallel_tool_calls": false,
+            "tool_choice": "auto",
+            "tools": [],
+        });
+        if let (Value::Object(fields), Ok(Value::Object(echo))) =
+            (&mut object, serde_json::to_value(&self.echo))
+        {
+            fields.extend(echo);
+        }
+        object
+    }
+
+    /// The whole object of a finished answer.
+    pub fn finished(&self, finished: &Finished) -> Value {
+        let choice = finished.choices.iter().find(|c| c.index == 0);
+        let reasoning = choice.map_or("", |c| c.reasoning.as_str());
+        let text = choice.map_or("", |c| c.content.as_str());
+        let mut output = Vec::new();
+        if !reasoning.is_empty() {
+            output.push(reasoning_item(&item_id("rs", &self.id, 0), reasoning));
+        }
+        output.push(message_item(
+            &item_id("msg", &self.id, output.len()),
+            text,
+            "completed",
+        ));
+        let stopped = choice.and_then(|c| c.finish_reason.as_deref()) == Some("length");
+        let status = match stopped {
+            true => Status::Incomplete,
+            false => Status::Completed,
+        };
+        self.object(&status, output, finished.usage.as_ref())
+    }
+}
+
+/// An output item's id: its kind, the response's id and its place.
+pub fn item_id(kind: &str, response: &str, index: usize) -> String {
+    format!("{kind}_{}_{index}", response.trim_start_matches("resp_"))
+}
+
+/// A `message` item with its one `output_text` part.
+pub fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({"type": "message", "id": id, "status": status, "role": "assistant",
+           "content": [text_part(text)]})
+}
+
+/// An `output_text` part.
+pub fn text_part(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+/// A `reasoning` item with the reasoning text.
+pub fn reasoning_item(id: &str, text: &str) -> Value {
+    json!({"type": "reasoning", "id": id, "summary": [],
+           "content": [{"type": "reasoning_text", "text": text}]})
+}
+
+/// A chat `usage` as the Responses API names it.
+fn responses_usage(usage: &Value) -> Value {
+    let count = |value: &Value| value.as_u64().unwrap_or(0);
+    let input = count(&usage["prompt_tokens"]);
+    let output = count(&usage["completion_tokens"]);
+    let mut named = Map::new();
+    named.insert("input_tokens".into(), input.into());
+    named.insert(
+        "input_tokens_details".into(),
+        json!({"cached_tokens": count(&usage["prompt_tokens_details"]["cached_tokens"])}),
+    );
+    named.insert("output_tokens".into(), output.into());
+    named.insert(
+        "output_tokens_details".into(),
+        json!({"reasoning_tokens": count(&usage["completion_tokens_details"]["reasoning_tokens"])}),
+    );
+    let total = usage["total_tokens"].as_u64().unwrap_or(input + output);
+    named.insert("total_tokens".into(), total.into());
+    Value::Object(named)
+}

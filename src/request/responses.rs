@@ -1,0 +1,331 @@
+//! `POST /v1/responses` (contract 12) → the chat body ladle sends upstream: input
+//! items and instructions to messages, `text.format` to `response_format`,
+//! `max_output_tokens` to `max_tokens`. Every field is read by name; one this
+//! build does not serve is refused naming it, never dropped in silence.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+
+/// The fields a create may carry.
+const FIELDS: [&str; 12] = [
+    "model",
+    "input",
+    "instructions",
+    "previous_response_id",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "text",
+    "metadata",
+    "store",
+    "stream",
+    "background",
+];
+
+/// A create, understood.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    /// The model asked for (or `LADLE_MODEL`).
+    pub model: String,
+    /// The chat body for the upstream: `stream` on, usage asked for.
+    pub body: Bytes,
+    /// Whether the caller wants the events.
+    pub stream: bool,
+    /// What the response object repeats of the request.
+    pub echo: Echo,
+}
+
+/// The request's fields that the response object repeats, as given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Echo {
+    /// `instructions`, or `null`.
+    pub instructions: Value,
+    /// `metadata` (`{}` when not given).
+    pub metadata: Value,
+    /// `background`.
+    pub background: bool,
+    /// `previous_response_id`, or `null`.
+    pub previous_response_id: Value,
+    /// `store`.
+    pub store: bool,
+    /// `temperature`, or `null`.
+    pub temperature: Value,
+    /// `top_p`, or `null`.
+    pub top_p: Value,
+    /// `max_output_tokens`, or `null`.
+    pub max_output_tokens: Value,
+    /// `text` (`{"format": {"type": "text"}}` when not given).
+    pub text: Value,
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::InvalidRequest(message.into())
+}
+
+/// Reads a create's body; `default_model` is `LADLE_MODEL`.
+pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiError> {
+    let fields: Map<String, Value> =
+        serde_json::from_slice(bytes).map_err(|_| invalid("the body must be a JSON object"))?;
+    if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "`{unknown}` is not supported by ladle's Responses API"
+        )));
+    }
+    let field = |name: &str| fields.get(name).filter(|v| !v.is_null());
+    let flag = |name: &str, default: bool| match field(name) {
+        None => Ok(default),
+        Some(Value::Bool(on)) => Ok(*on),
+        Some(_) => Err(invalid(format!("`{name}` must be a boolean"))),
+    };
+    let (stream, store, background) = (
+        flag("stream", false)?,
+        flag("store", true)?,
+        flag("background", false)?,
+    );
+    // Stored responses and background runs come with the jobs' store (issue 35).
+    for name in ["background", "previous_response_id"] {
+        if field(name).is_some_and(|v| v != &Value::Bool(false)) {
+            return Err(invalid(format!(
+                "`{name}` is not supported by this build of ladle yet"
+            )));
+        }
+    }
+    let model = match field("model") {
+        Some(Value::String(model)) if !model.is_empty() => model.clone(),
+        None => default_model
+            .map(str::to_owned)
+            .ok_or_else(|| invalid("`model` is required (no LADLE_MODEL is set)"))?,
+        Some(_) => return Err(invalid("`model` must be a string")),
+    };
+    let mut messages = Vec::new();
+    match field("instructions") {
+        None => {}
+        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+        Some(_) => return Err(invalid("`instructions` must be a string")),
+    }
+    match field("input") {
+        Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
+        Some(Value::Array(items)) if !items.is_empty() => {
+            for (at, item) in items.iter().enumerate() {
+                messages.push(message(at, item)?);
+            }
+        }
+        _ => {
+            return Err(invalid(
+                "`input` must be a string or a non-empty list of messages",
+            ));
+        }
+    }
+    let mut chat = Map::new();
+    chat.insert("model".into(), model.clone().into());
+    chat.insert("messages".into(), messages.into());
+    for (from, to) in [
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("max_output_tokens", "max_tokens"),
+    ] {
+        if let Some(value) = field(from) {
+            if !value.is_number() {
+                return Err(invalid(format!("`{from}` must be a number")));
+            }
+            chat.insert(to.into(), value.clone());
+        }
+    }
+    let text = field("text")
+        .cloned()
+        .unwrap_or(json!({"format": {"type": "text"}}));
+    if let Some(format) = response_format(&text)? {
+        chat.insert("response_format".into(), format);
+    }
+    chat.insert("stream".into(), true.into());
+    chat.insert("stream_options".into(), json!({"include_usage": true}));
+    let metadata = field("metadata").cloned().unwrap_or(json!({}));
+    checked_metadata(&metadata)?;
+    let body = serde_json::to_vec(&chat).map_err(|e| invalid(e.to_string()))?;
+    Ok(Asked {
+        model,
+        body: body.into(),
+        stream,
+        echo: Echo {
+            instructions: field("instructions").cloned().unwrap_or(Value::Null),
+            metadata,
+            background,
+            previous_response_id: Value::Null,
+            store,
+            temperature: field("temperature").cloned().unwrap_or(Value::Null),
+            top_p: field("top_p").cloned().unwrap_or(Value::Null),
+            max_output_tokens: field("max_output_tokens").cloned().unwrap_or(Value::Null),
+            text,
+        },
+    })
+}
+
+/// One input item as a chat message.
+fn message(at: usize, item: &Value) -> Result<Value, ApiError> {
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
+    if kind != "message" {
+        return Err(invalid(format!(
+            "`input[{at}]` has type `{kind}`, which is not supported"
+        )));
+    }
+    let role = match item.get("role").and_then(Value::as_str) {
+        Some(role @ ("user" | "assistant" | "system")) => role,
+        // Many chat upstreams know no `developer`; it is a system message.
+        Some("developer") => "system",
+        _ => {
+            return Err(invalid(format!(
+                "`input[{at}].role` must be user, assistant, system or developer"
+            )));
+        }
+    };
+    let content = match item.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                    (Some("input_text" | "output_text"), Some(Value::String(piece))) => {
+                        text.push_str(piece)
+                    }
+                    (kind, _) => {
+                        let kind = kind.unwrap_or("(none)");
+                        return Err(invalid(format!(
+                            "`input[{at}].content` has a part of type `{kind}`, which is not supported"
+                        )));
+                    }
+                }
+            }
+            text
+        }
+        _ => {
+            return Err(invalid(format!(
+                "`input[{at}].content` must be a string or a list of parts"
+            )));
+        }
+    };
+    Ok(json!({"role": role, "content": content}))
+}
+
+/// `text.format` as the chat body's `response_format` (none for plain text).
+fn response_format(text: &Value) -> Result<Option<Value>, ApiError> {
+    let format = &text["format"];
+    match format["type"].as_str() {
+        None if format.is_null() => Ok(None),
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
+        Some("json_schema") => {
+            let mut schema = Map::new();
+            for key in ["name", "schema", "strict", "description"] {
+                if let Some(value) = format.get(key).filter(|v| !v.is_null()) {
+                    schema.insert(key.into(), value.clone());
+                }
+            }
+            if !schema.contains_key("name") || !schema.contains_key("schema") {
+                return Err(invalid(
+                    "`text.format` of type json_schema needs `name` and `schema`",
+                ));
+            }
+            Ok(Some(json!({"type": "json_schema", "json_schema": schema})))
+        }
+        _ => Err(invalid(
+            "`text.format.type` must be text, json_object or json_schema",
+        )),
+    }
+}
+
+/// `metadata`: at most 16 pairs of strings.
+fn checked_metadata(metadata: &Value) -> Result<(), ApiError> {
+    let pairs = metadata
+        .as_object()
+        .ok_or_else(|| invalid("`metadata` must be an object"))?;
+    if pairs.len() > 16 || pairs.values().any(|v| !v.is_string()) {
+        return Err(invalid("`metadata` holds at most 16 string values"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(body: Value) -> Value {
+        let asked = parse(body.to_string().as_bytes(), Some("m")).expect("understood");
+        serde_json::from_slice(&asked.body).expect("JSON")
+    }
+
+    #[test]
+    fn input_and_instructions_become_messages_and_the_knobs_their_chat_names() {
+        let chat = sent(json!({
+            "input": [
+                {"role": "developer", "content": "只说中文"},
+                {"type": "message", "role": "user",
+                 "content": [{"type": "input_text", "text": "番茄"}, {"type": "input_text", "text": "炒蛋"}]},
+                {"role": "assistant", "content": [{"type": "output_text", "text": "好的"}]},
+            ],
+            "instructions": "你是厨师",
+            "max_output_tokens": 300, "temperature": 0.2, "top_p": 0.9,
+            "text": {"format": {"type": "json_schema", "name": "recipe", "schema": {"type": "object"}, "strict": true}},
+        }));
+        assert_eq!(
+            chat["messages"],
+            json!([{"role": "system", "content": "你是厨师"},
+                   {"role": "system", "content": "只说中文"},
+                   {"role": "user", "content": "番茄炒蛋"},
+                   {"role": "assistant", "content": "好的"}])
+        );
+        assert_eq!(
+            (chat["max_tokens"].clone(), chat["temperature"].clone()),
+            (json!(300), json!(0.2))
+        );
+        assert_eq!(
+            chat["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "recipe", "schema": {"type": "object"}, "strict": true}})
+        );
+        assert_eq!(
+            (chat["stream"].clone(), chat["model"].clone()),
+            (json!(true), json!("m"))
+        );
+        assert_eq!(
+            sent(json!({"input": "hi"}))["messages"],
+            json!([{"role": "user", "content": "hi"}])
+        );
+    }
+
+    #[test]
+    fn what_is_not_served_is_refused_naming_it() {
+        for (body, named) in [
+            (json!({"input": "x", "tools": []}), "`tools`"),
+            (
+                json!({"input": "x", "reasoning": {"effort": "low"}}),
+                "`reasoning`",
+            ),
+            (
+                json!({"input": [{"type": "function_call_output", "output": "1"}]}),
+                "function_call_output",
+            ),
+            (
+                json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
+                "input_image",
+            ),
+            (json!({"input": "x", "background": true}), "`background`"),
+            (
+                json!({"input": "x", "previous_response_id": "resp_1"}),
+                "`previous_response_id`",
+            ),
+            (json!({"input": "x", "metadata": {"a": 1}}), "`metadata`"),
+            (json!({"input": []}), "`input`"),
+        ] {
+            let said = match parse(body.to_string().as_bytes(), Some("m")) {
+                Err(ApiError::InvalidRequest(said)) => said,
+                other => panic!("{body}: {other:?}"),
+            };
+            assert!(said.contains(named), "{body}: {said}");
+        }
+    }
+}

@@ -1,0 +1,104 @@
+"""SDK oracle for the Responses API: drives ladle's `POST /v1/responses` with the
+official `openai` Python SDK.
+
+Usage: python openai_responses.py SCENARIO, with LADLE_BASE_URL,
+LADLE_API_KEY (default sk-test) and LADLE_MODEL_NAME (default m). Prints one line
+of JSON saying what the SDK parsed; the Rust tests (tests/api/openai/responses.rs)
+assert on it. Anything the SDK raises that a scenario does not expect propagates.
+"""
+
+import json
+import os
+import sys
+
+import openai
+
+BASE_URL = os.environ["LADLE_BASE_URL"]
+API_KEY = os.environ.get("LADLE_API_KEY", "sk-test")
+MODEL = os.environ.get("LADLE_MODEL_NAME", "m")
+
+client = openai.OpenAI(base_url=BASE_URL, api_key=API_KEY, max_retries=0, timeout=20)
+
+
+def create():
+    response = client.responses.create(
+        model=MODEL,
+        input=[{"role": "user", "content": "番茄炒蛋怎么做？"}],
+        instructions="你是一位中餐厨师",
+        text={"format": {"type": "json_object"}},
+        metadata={"dish": "番茄炒蛋"},
+    )
+    return {
+        "id": response.id,
+        "status": response.status,
+        "output_text": response.output_text,
+        "reasoning": [
+            part.text
+            for item in response.output
+            if item.type == "reasoning"
+            for part in (item.content or [])
+        ],
+        "usage": response.usage.model_dump() if response.usage else None,
+        "metadata": response.metadata,
+        "instructions": response.instructions,
+    }
+
+
+def stream():
+    events = client.responses.create(model=MODEL, input="番茄炒蛋怎么做？", stream=True)
+    kinds, numbers, text, final = [], [], "", None
+    for event in events:
+        kinds.append(event.type)
+        numbers.append(event.sequence_number)
+        if event.type == "response.output_text.delta":
+            text += event.delta
+        if event.type in ("response.completed", "response.incomplete", "response.failed"):
+            final = event.response
+    return {
+        "types": kinds,
+        "sequence_numbers": numbers,
+        "text": text,
+        "final_status": final.status if final else None,
+        "final_text": final.output_text if final else None,
+        "final_error": final.error.model_dump() if final and final.error else None,
+    }
+
+
+def helper():
+    with client.responses.stream(model=MODEL, input="番茄炒蛋怎么做？") as events:
+        deltas = [event.delta for event in events if event.type == "response.output_text.delta"]
+        final = events.get_final_response()
+    return {"deltas": "".join(deltas), "output_text": final.output_text, "status": final.status}
+
+
+def failed():
+    try:
+        client.responses.create(model=MODEL, input="番茄炒蛋怎么做？")
+    except openai.APIStatusError as error:
+        return {"class": type(error).__name__, "status": error.status_code, "code": error.body.get("code") if isinstance(error.body, dict) else None}
+    return {"class": None}
+
+
+def refused():
+    try:
+        client.responses.create(
+            model=MODEL,
+            input="weather?",
+            tools=[{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        )
+    except openai.APIStatusError as error:
+        message = error.body.get("message") if isinstance(error.body, dict) else str(error)
+        return {"class": type(error).__name__, "status": error.status_code, "message": message}
+    return {"class": None}
+
+
+SCENARIOS = {
+    "create": create,
+    "stream": stream,
+    "helper": helper,
+    "failed": failed,
+    "refused": refused,
+}
+
+if __name__ == "__main__":
+    print(json.dumps(SCENARIOS[sys.argv[1]](), ensure_ascii=False))
