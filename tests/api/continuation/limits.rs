@@ -236,14 +236,14 @@ async fn a_continued_answer_that_does_not_parse_ends_as_invalid_output_not_as_th
     mock.push([cut_after(&prefix, CutBy::Reset)]);
     speaks(&mock, "prefix", broken);
     let gateway = gateway_over(&mock, Continuation::Prefix).await;
-    let (status, body) = error_of(
+    let (status, error) = error_of(
         gateway
             .post("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
             .await,
     )
     .await;
     assert_eq!(
-        (status, body["error"]["code"].clone()),
+        (status, error["code"].clone()),
         (502, json!("invalid_output"))
     );
     assert_eq!(
