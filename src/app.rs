@@ -48,6 +48,14 @@ fn router(state: AppState) -> Router {
         .route(CompletionRoute::TASK, post(routes::tasks::run))
         .route(CompletionRoute::RESPONSES, post(routes::responses::create))
         .route(
+            "/v1/responses/{id}",
+            get(routes::responses_stored::retrieve),
+        )
+        .route(
+            "/v1/responses/{id}/cancel",
+            post(routes::responses_stored::cancel),
+        )
+        .route(
             "/v1/jobs/{id}",
             get(routes::jobs::read).delete(routes::jobs::cancel),
         )

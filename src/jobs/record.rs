@@ -82,6 +82,10 @@ pub struct JobRequest {
     /// The submit's `Cache-Control`, for each run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<String>,
+    /// For a background response (contract 12, task `responses`): its chat
+    /// body, and what its object says of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Value>,
 }
 
 impl JobRequest {
@@ -264,6 +268,7 @@ mod tests {
             variables: Map::from_iter([("dish".to_owned(), json!("宫保鸡丁"))]),
             timeout_ms: Some(90_000),
             cache_control: None,
+            response: None,
         };
         assert_eq!(
             serde_json::to_string(&request).expect("encodes"),
@@ -284,6 +289,7 @@ mod tests {
             variables: Map::new(),
             timeout_ms: None,
             cache_control: None,
+            response: None,
         };
         let (a, b) = (
             Job::queued(request.clone(), "", 0),
@@ -307,6 +313,7 @@ mod tests {
             variables: Map::new(),
             timeout_ms: None,
             cache_control: None,
+            response: None,
         };
         let mut job = Job::queued(request, "", 1_700_000_000_000);
         job.status = JobStatus::RetryWait;

@@ -60,18 +60,19 @@ impl RunTask for RunsTasks {
             let stopping = || failed(ApiError::UpstreamFailed("the gateway is stopping".into()));
             let app = app.ok_or_else(stopping)?;
             let timeout = job.request.timeout_ms.map(std::time::Duration::from_millis);
-            let variables = job.request.variables.clone();
-            let mut call = task_call(
-                &app,
-                reply,
-                Instant::now(),
-                timeout,
-                None,
-                variables,
-                &job.client,
-            )
-            .await
-            .map_err(failed)?;
+            let mut call = match &job.request.response {
+                // A background response (contract 12): its stored chat body.
+                Some(stored) => super::responses::stored_call(&job, stored, &request_id, timeout)
+                    .map_err(failed)?,
+                None => {
+                    let variables = job.request.variables.clone();
+                    let arrived = Instant::now();
+                    let client = &job.client;
+                    task_call(&app, reply, arrived, timeout, None, variables, client)
+                        .await
+                        .map_err(failed)?
+                }
+            };
             call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
             // The task's slot, then a global one, however long they take.
             let entry = Entry {

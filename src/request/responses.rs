@@ -4,10 +4,21 @@
 //! build does not serve is refused naming it, never dropped in silence.
 
 use bytes::Bytes;
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Call;
+use crate::cache::CacheControl;
+use crate::engine::completion::CompletionRoute;
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
+use crate::jobs::Job;
+use crate::relay::responses::{Echo, Made};
+use crate::relay::{Reply, ResponseShape};
 
 /// The fields a create may carry.
 const FIELDS: [&str; 12] = [
@@ -38,29 +49,6 @@ pub struct Asked {
     pub echo: Echo,
 }
 
-/// The request's fields that the response object repeats, as given.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Echo {
-    /// `instructions`, or `null`.
-    pub instructions: Value,
-    /// `metadata` (`{}` when not given).
-    pub metadata: Value,
-    /// `background`.
-    pub background: bool,
-    /// `previous_response_id`, or `null`.
-    pub previous_response_id: Value,
-    /// `store`.
-    pub store: bool,
-    /// `temperature`, or `null`.
-    pub temperature: Value,
-    /// `top_p`, or `null`.
-    pub top_p: Value,
-    /// `max_output_tokens`, or `null`.
-    pub max_output_tokens: Value,
-    /// `text` (`{"format": {"type": "text"}}` when not given).
-    pub text: Value,
-}
-
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::InvalidRequest(message.into())
 }
@@ -85,13 +73,14 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
         flag("store", true)?,
         flag("background", false)?,
     );
-    // Stored responses and background runs come with the jobs' store (issue 35).
-    for name in ["background", "previous_response_id"] {
-        if field(name).is_some_and(|v| v != &Value::Bool(false)) {
-            return Err(invalid(format!(
-                "`{name}` is not supported by this build of ladle yet"
-            )));
-        }
+    if background && !store {
+        return Err(invalid("`background` needs `store`: a background response is kept"));
+    }
+    // A stored conversation to go on from comes with stored responses (issue 35).
+    if field("previous_response_id").is_some() {
+        return Err(invalid(
+            "`previous_response_id` is not supported by this build of ladle yet",
+        ));
     }
     let model = match field("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
@@ -160,6 +149,39 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
             max_output_tokens: field("max_output_tokens").cloned().unwrap_or(Value::Null),
             text,
         },
+    })
+}
+
+/// A background response's run (contract 12): its job's stored chat body,
+/// answered as the response object.
+pub fn stored_call(
+    job: &Job,
+    stored: &Value,
+    request_id: &str,
+    timeout: Option<Duration>,
+) -> Result<Call, ApiError> {
+    let unreadable = || ApiError::UpstreamFailed("the stored response cannot be read".into());
+    let made = Made::for_job(&job.id, stored).ok_or_else(unreadable)?;
+    let body = serde_json::to_vec(&stored["body"]).map_err(|_| unreadable())?;
+    Ok(Call {
+        body: body.into(),
+        one_choice: true,
+        reply: Reply {
+            shape: ResponseShape::ResponsesJson,
+            request_id: request_id.to_owned(),
+            route: CompletionRoute::Responses,
+            model: made.model.clone(),
+            keep_alive: None,
+            made: Some(Arc::new(made)),
+        },
+        arrived: Instant::now(),
+        timeout,
+        key: None,
+        prompt: None,
+        cache_key: None,
+        cache_control: CacheControl::default(),
+        client: job.client.clone(),
+        trace: TraceContext::start(),
     })
 }
 
@@ -313,7 +335,7 @@ mod tests {
                 json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
                 "input_image",
             ),
-            (json!({"input": "x", "background": true}), "`background`"),
+            (json!({"input": "x", "background": true, "store": false}), "`background`"),
             (
                 json!({"input": "x", "previous_response_id": "resp_1"}),
                 "`previous_response_id`",

@@ -65,6 +65,7 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<(Job, bool), ApiEr
         variables: submit.variables.clone(),
         timeout_ms: submit.timeout.map(|t| t.as_millis() as u64),
         cache_control: submit.cache_control.clone(),
+        response: None,
     };
     let client = submit.client.as_str();
     let Some(key) = &submit.key else {
@@ -151,7 +152,7 @@ async fn replay_or_create(
 
 /// Writes a new job of `client` (with its submit's `key`, in one commit); it is
 /// durable when this returns.
-async fn create(
+pub async fn create(
     app: &AppState,
     request: JobRequest,
     client: &str,

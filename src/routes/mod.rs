@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod models;
 pub mod ops;
 pub mod responses;
+pub mod responses_stored;
 pub mod tasks;
 
 use std::convert::Infallible;

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
-use axum::response::Response;
-use bytes::Bytes;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::{CompletionHeaders, RawBody, noted};
+use super::{CompletionHeaders, RawBody, noted, responses_stored};
 use crate::cache::CacheControl;
 use crate::engine::completion::CompletionRoute;
 use crate::error::ApiError;
@@ -18,7 +18,9 @@ use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
 use crate::relay::responses::Made;
 use crate::relay::{Reply, ResponseShape};
-use crate::request::{self, Call, responses};
+use crate::jobs::{JobRequest, record};
+use crate::request::responses::Asked;
+use crate::request::{self, Call, responses, submit};
 use crate::state::AppState;
 
 /// Creates a response: runs it and answers as the caller asked.
@@ -30,28 +32,65 @@ pub async fn create(
     RawBody(bytes): RawBody,
 ) -> Response {
     let mut note = CompletionNote::default();
-    let answer = match responses_call(&app, arrived, &request_id, headers, &bytes) {
-        Ok(call) => request::complete(&app, call, &mut note).await,
-        Err(error) => Err(error),
+    let asked = match responses::parse(&bytes, app.config.model.as_deref()) {
+        Ok(asked) => asked,
+        Err(error) => return noted(Err(error), note),
+    };
+    let answer = match asked.echo.background {
+        true => background(&app, asked, &request_id, headers).await,
+        false => {
+            let call = responses_call(arrived, &request_id, headers, asked);
+            request::complete(&app, call, &mut note).await
+        }
     };
     noted(answer, note)
 }
 
-fn responses_call(
+/// A background response (contract 12): a job of task `responses`, durable
+/// before its answer: the object `queued`, or its events from `response.created`
+/// on (the client may leave; the generation goes on).
+async fn background(
     app: &AppState,
+    asked: Asked,
+    request_id: &RequestId,
+    headers: CompletionHeaders,
+) -> Result<Response, ApiError> {
+    let chat: Value = serde_json::from_slice(&asked.body).unwrap_or_default();
+    let stored = Made::new(asked.model, asked.echo).stored(chat);
+    let request = JobRequest {
+        v: record::VERSION,
+        task: RESPONSES_TASK.to_owned(),
+        variables: Map::new(),
+        timeout_ms: headers.timeout.map(|t| t.as_millis() as u64),
+        cache_control: None,
+        response: Some(stored.clone()),
+    };
+    let job = submit::create(app, request, &headers.client, None).await?;
+    let made = Made::for_job(&job.id, &stored)
+        .ok_or_else(|| ApiError::UpstreamFailed("the response could not be made".into()))?;
+    tracing::info!(request_id = %request_id, response_id = %made.id, job_id = %job.id, "response created");
+    match asked.stream {
+        true => responses_stored::events(app, &job, made, None).await,
+        false => Ok(axum::Json(responses_stored::object_of(&job, &made)).into_response()),
+    }
+}
+
+/// The task name of a background response's job.
+pub const RESPONSES_TASK: &str = "responses";
+
+fn responses_call(
     arrived: Instant,
     request_id: &RequestId,
     headers: CompletionHeaders,
-    bytes: &Bytes,
-) -> Result<Call, ApiError> {
-    let asked = responses::parse(bytes, app.config.model.as_deref())?;
+    asked: Asked,
+) -> Call {
     let shape = match asked.stream {
         true => ResponseShape::ResponsesEvents,
         false => ResponseShape::ResponsesJson,
     };
     let made = Made::new(asked.model.clone(), asked.echo);
     tracing::info!(request_id = %request_id, response_id = %made.id, "response created");
-    Ok(Call {
+    Call {
         body: asked.body,
         one_choice: true,
         reply: Reply {
@@ -72,5 +111,5 @@ fn responses_call(
         cache_control: CacheControl::default(),
         client: headers.client,
         trace: headers.trace,
-    })
+    }
 }

@@ -92,7 +92,57 @@ def refused():
     return {"class": None}
 
 
+def background():
+    events = client.responses.create(
+        model=MODEL, input="番茄炒蛋怎么做？", background=True, stream=True
+    )
+    response_id, last, text, first = None, None, "", []
+    for event in events:
+        first.append(event.sequence_number)
+        if event.type == "response.created":
+            response_id = event.response.id
+            created_status = event.response.status
+        last = event.sequence_number
+        if event.type == "response.output_text.delta":
+            text += event.delta
+            if len(text) >= 3:
+                break
+    events.close()
+    resumed = client.responses.retrieve(response_id, stream=True, starting_after=last)
+    after, numbers, final = "", [], None
+    for event in resumed:
+        numbers.append(event.sequence_number)
+        if event.type == "response.output_text.delta":
+            after += event.delta
+        if event.type in ("response.completed", "response.incomplete", "response.failed"):
+            final = event.response
+    whole = [event.model_dump() for event in client.responses.retrieve(response_id, stream=True)]
+    again = [event.model_dump() for event in client.responses.retrieve(response_id, stream=True)]
+    retrieved = client.responses.retrieve(response_id)
+    return {
+        "id": response_id,
+        "created_status": created_status,
+        "before": text,
+        "after": after,
+        "numbers": first + numbers,
+        "final_status": final.status if final else None,
+        "retrieved_status": retrieved.status,
+        "retrieved_text": retrieved.output_text,
+        "readings_equal": whole == again,
+        "reading_numbers": [event["sequence_number"] for event in whole],
+    }
+
+
+def cancel():
+    response = client.responses.create(model=MODEL, input="番茄炒蛋怎么做？", background=True)
+    cancelled = client.responses.cancel(response.id)
+    again = client.responses.retrieve(response.id)
+    return {"created": response.status, "cancelled": cancelled.status, "retrieved": again.status}
+
+
 SCENARIOS = {
+    "background": background,
+    "cancel": cancel,
     "create": create,
     "stream": stream,
     "helper": helper,

@@ -22,7 +22,7 @@ use bytes::Bytes;
 
 pub use self::expected::Expected;
 pub use self::feed::{Feed, JobEnd, ResumedFrom, Start};
-pub use self::kept::{EventId, Kept};
+pub use self::kept::{EventId, Kept, Kind};
 use self::memory::MemoryLog;
 use self::redis::RedisLog;
 pub use super::settings::StreamSettings;

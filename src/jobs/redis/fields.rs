@@ -110,6 +110,7 @@ mod tests {
             variables: Map::from_iter([("dish".to_owned(), json!("红烧肉"))]),
             timeout_ms: Some(90_000),
             cache_control: None,
+            response: None,
         };
         let mut job = Job::queued(request, "client-a", 1_700_000_000_000);
         job.status = JobStatus::Failed;

@@ -51,6 +51,7 @@ fn job(task: &str, now: u64) -> Job {
         variables: Map::from_iter([("dish".to_owned(), json!("鱼香肉丝"))]),
         timeout_ms: None,
         cache_control: None,
+        response: None,
     };
     Job::queued(request, "", now)
 }

@@ -39,6 +39,8 @@ pub struct Events {
     text: String,
     /// Whether any output item has begun (the commit point of a stream).
     output_began: bool,
+    /// Whether `response.created` went out (a job log's first event).
+    created: bool,
 }
 
 impl Events {
@@ -52,12 +54,85 @@ impl Events {
             index: 0,
             text: String::new(),
             output_began: false,
+            created: false,
         }
     }
 
     /// Whether an output item has begun.
     pub fn output_began(&self) -> bool {
         self.output_began
+    }
+
+    /// The events one kept event of a background response's job log becomes
+    /// (contract 12, 11.1): its `job` events set the response's status, its
+    /// run's events are rendered as a stream's. Read from the log's start, the
+    /// same log gives the same events with the same numbers on every replica.
+    pub fn on_logged(&mut self, name: &str, data: &Value) -> Vec<Event> {
+        let mut out = Vec::new();
+        match (name, data["status"].as_str()) {
+            ("job", Some("queued")) if !self.created => {
+                self.created = true;
+                let object = self.made.object(&Status::Queued, Vec::new(), None);
+                out.push(self.event("response.created", json!({"response": object})));
+                out.push(self.event("response.queued", json!({"response": object})));
+            }
+            ("job", Some("queued" | "retry_wait")) => {
+                self.void(&mut out);
+                let object = self.made.object(&Status::Queued, Vec::new(), None);
+                out.push(self.event("response.queued", json!({"response": object})));
+            }
+            ("job", Some("running")) => {
+                let object = self.made.object(&Status::InProgress, Vec::new(), None);
+                out.push(self.event("response.in_progress", json!({"response": object})));
+            }
+            ("job", Some("succeeded")) => {
+                if self.open != Some(Open::Message) {
+                    self.write(&mut out, Open::Message, "");
+                }
+                self.close(&mut out, "completed");
+                let mut object = data["result"].clone();
+                object["output"] = Value::Array(std::mem::take(&mut self.done));
+                let kind = match object["status"].as_str() {
+                    Some("incomplete") => "response.incomplete",
+                    _ => "response.completed",
+                };
+                out.push(self.event(kind, json!({"response": object})));
+            }
+            ("job", Some(ended @ ("failed" | "canceled"))) => {
+                self.void(&mut out);
+                let status = match ended {
+                    "failed" => Status::Failed(json!({
+                        "code": data["error"]["code"],
+                        "message": data["error"]["message"],
+                    })),
+                    _ => Status::Cancelled,
+                };
+                let object = self.made.object(&status, Vec::new(), None);
+                out.push(self.event("response.failed", json!({"response": object})));
+            }
+            ("delta", _) => {
+                if let Some(reasoning) = data["reasoning"].as_str() {
+                    self.write(&mut out, Open::Reasoning, reasoning);
+                }
+                if let Some(content) = data["content"].as_str() {
+                    self.write(&mut out, Open::Message, content);
+                }
+            }
+            ("reset" | "error", _) => self.void(&mut out),
+            _ => {}
+        }
+        out
+    }
+
+    /// The final event alone, with the whole `object`, of a finished response
+    /// whose events are gone (`data` is its job as a `job` event shows it).
+    pub fn final_alone(&mut self, data: &Value, object: Value) -> Vec<Event> {
+        let kind = match (data["status"].as_str(), object["status"].as_str()) {
+            (Some("succeeded"), Some("incomplete")) => "response.incomplete",
+            (Some("succeeded"), _) => "response.completed",
+            _ => "response.failed",
+        };
+        vec![self.event(kind, json!({"response": object}))]
     }
 
     /// `response.created` and `response.in_progress`.

@@ -7,7 +7,7 @@ mod events;
 pub mod object;
 
 pub use events::{Event, Events};
-pub use object::Made;
+pub use object::{Echo, Made};
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -4,7 +4,31 @@
 use serde_json::{Map, Value, json};
 
 use crate::engine::completion::Finished;
-use crate::request::responses::Echo;
+use serde::{Deserialize, Serialize};
+
+/// The request's fields that the response object repeats, as given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Echo {
+    /// `instructions`, or `null`.
+    pub instructions: Value,
+    /// `metadata` (`{}` when not given).
+    pub metadata: Value,
+    /// `background`.
+    pub background: bool,
+    /// `previous_response_id`, or `null`.
+    pub previous_response_id: Value,
+    /// `store`.
+    pub store: bool,
+    /// `temperature`, or `null`.
+    pub temperature: Value,
+    /// `top_p`, or `null`.
+    pub top_p: Value,
+    /// `max_output_tokens`, or `null`.
+    pub max_output_tokens: Value,
+    /// `text` (`{"format": {"type": "text"}}` when not given).
+    pub text: Value,
+}
 
 /// One response: what stays the same from `response.created` to its end.
 #[derive(Debug, Clone)]
@@ -22,6 +46,10 @@ pub struct Made {
 /// How a response stands, with what the object says of it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Status {
+    /// A background response waiting for a run.
+    Queued,
+    /// Canceled by its caller.
+    Cancelled,
     /// Running.
     InProgress,
     /// Answered whole.
@@ -43,9 +71,26 @@ impl Made {
         }
     }
 
+    /// A background response's: its id is its job's (`job_X` → `resp_X`).
+    pub fn for_job(job_id: &str, stored: &Value) -> Option<Made> {
+        Some(Made {
+            id: format!("resp_{}", job_id.strip_prefix("job_")?),
+            created_at: stored["created_at"].as_u64()?,
+            model: stored["model"].as_str()?.to_owned(),
+            echo: serde_json::from_value(stored["echo"].clone()).ok()?,
+        })
+    }
+
+    /// What a background response's job keeps of it, with its chat `body`.
+    pub fn stored(&self, body: Value) -> Value {
+        json!({"body": body, "created_at": self.created_at, "model": self.model, "echo": self.echo})
+    }
+
     /// The object with `status`, `output` items and the chat `usage` (if any).
     pub fn object(&self, status: &Status, output: Vec<Value>, usage: Option<&Value>) -> Value {
         let (name, error, incomplete) = match status {
+            Status::Queued => ("queued", Value::Null, Value::Null),
+            Status::Cancelled => ("cancelled", Value::Null, Value::Null),
             Status::InProgress => ("in_progress", Value::Null, Value::Null),
             Status::Completed => ("completed", Value::Null, Value::Null),
             Status::Incomplete => (
@@ -98,6 +143,11 @@ impl Made {
         };
         self.object(&status, output, finished.usage.as_ref())
     }
+}
+
+/// The job a response id names (`resp_X` → `job_X`).
+pub fn job_id(response_id: &str) -> Option<String> {
+    response_id.strip_prefix("resp_").map(|rest| format!("job_{rest}"))
 }
 
 /// An output item's id: its kind, the response's id and its place.

@@ -33,6 +33,7 @@ fn job_of(client: &str, n: u64) -> Job {
         variables: Map::from_iter([("dish".to_owned(), json!("红烧肉".repeat(1_000)))]),
         timeout_ms: None,
         cache_control: None,
+        response: None,
     };
     Job::queued(request, client, unix_millis() + n)
 }

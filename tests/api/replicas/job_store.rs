@@ -40,6 +40,7 @@ fn job(dish: &str, now: u64) -> Job {
         variables: Map::from_iter([("dish".to_owned(), json!(dish))]),
         timeout_ms: None,
         cache_control: None,
+        response: None,
     };
     Job::queued(request, "", now)
 }
