@@ -74,7 +74,9 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
         flag("background", false)?,
     );
     if background && !store {
-        return Err(invalid("`background` needs `store`: a background response is kept"));
+        return Err(invalid(
+            "`background` needs `store`: a background response is kept",
+        ));
     }
     // A stored conversation to go on from comes with stored responses (issue 35).
     if field("previous_response_id").is_some() {
@@ -335,7 +337,10 @@ mod tests {
                 json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
                 "input_image",
             ),
-            (json!({"input": "x", "background": true, "store": false}), "`background`"),
+            (
+                json!({"input": "x", "background": true, "store": false}),
+                "`background`",
+            ),
             (
                 json!({"input": "x", "previous_response_id": "resp_1"}),
                 "`previous_response_id`",

@@ -48,7 +48,11 @@ pub async fn retrieve(
     let streamed = match query.stream.as_deref() {
         None | Some("false") => false,
         Some("true") => true,
-        Some(_) => return Err(ApiError::InvalidRequest("`stream` must be true or false".into())),
+        Some(_) => {
+            return Err(ApiError::InvalidRequest(
+                "`stream` must be true or false".into(),
+            ));
+        }
     };
     let after = match query.starting_after.as_deref() {
         None => None,
@@ -101,10 +105,12 @@ async fn response_job(
         return Err(not_found());
     };
     let job_id = job_id(&id).ok_or_else(not_found)?;
-    let job = find(app, &job_id, client).await.map_err(|error| match error {
-        ApiError::JobNotFound | ApiError::JobLost => not_found(),
-        other => other,
-    })?;
+    let job = find(app, &job_id, client)
+        .await
+        .map_err(|error| match error {
+            ApiError::JobNotFound | ApiError::JobLost => not_found(),
+            other => other,
+        })?;
     let made = job
         .request
         .response
@@ -180,30 +186,33 @@ fn rendered(
 ) -> impl futures_util::Stream<Item = Event> + Send + 'static {
     let (changed, _progress) = feed.subscribe();
     let state = (feed, renderer, changed, 0usize, false);
-    stream::unfold(state, move |(feed, mut renderer, mut changed, index, over)| {
-        let stopping = stopping.clone();
-        async move {
-            if over {
-                return None;
-            }
-            let mut batch = feed.read(index, 256);
-            while batch.is_empty() {
-                tokio::select! {
-                    moved = changed.changed() => moved.ok()?,
-                    () = stopping.cancelled() => return None,
+    stream::unfold(
+        state,
+        move |(feed, mut renderer, mut changed, index, over)| {
+            let stopping = stopping.clone();
+            async move {
+                if over {
+                    return None;
                 }
-                batch = feed.read(index, 256);
+                let mut batch = feed.read(index, 256);
+                while batch.is_empty() {
+                    tokio::select! {
+                        moved = changed.changed() => moved.ok()?,
+                        () = stopping.cancelled() => return None,
+                    }
+                    batch = feed.read(index, 256);
+                }
+                let mut out = Vec::new();
+                let mut ended = false;
+                for kept in &batch {
+                    let data: Value = serde_json::from_slice(&kept.data).unwrap_or_default();
+                    out.extend(renderer.on_logged(&kept.name, &data));
+                    ended |= matches!(kept.kind, Kind::Job(status) if status.finished());
+                }
+                let index = index + batch.len();
+                Some((stream::iter(out), (feed, renderer, changed, index, ended)))
             }
-            let mut out = Vec::new();
-            let mut ended = false;
-            for kept in &batch {
-                let data: Value = serde_json::from_slice(&kept.data).unwrap_or_default();
-                out.extend(renderer.on_logged(&kept.name, &data));
-                ended |= matches!(kept.kind, Kind::Job(status) if status.finished());
-            }
-            let index = index + batch.len();
-            Some((stream::iter(out), (feed, renderer, changed, index, ended)))
-        }
-    })
+        },
+    )
     .flatten()
 }

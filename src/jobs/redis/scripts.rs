@@ -11,7 +11,8 @@
 use redis::Script;
 
 /// A job that has just finished: it leaves its client's count of unfinished jobs
-/// (the hash `clients`), keeps only the task of its request (not the variables),
+/// (the hash `clients`), keeps only the task of its request (not the variables;
+/// a background response's stored request too, which its object needs),
 /// and with a delivery (`delivery` is its JSON), it is due at once and the key
 /// lives on until the delivery is made (no TTL); without one, the key expires
 /// `ttl` ms from now.
@@ -28,7 +29,11 @@ local function facts(key)
   local ok, request = pcall(cjson.decode, redis.call('HGET', key, 'request') or '')
   local task = ''
   if ok and type(request) == 'table' and type(request.task) == 'string' then task = request.task end
-  redis.call('HSET', key, 'request', '{"v":1,"task":' .. cjson.encode(task) .. ',"variables":{}}')
+  local kept = '{"v":1,"task":' .. cjson.encode(task) .. ',"variables":{}'
+  if ok and type(request) == 'table' and type(request.response) == 'table' then
+    kept = kept .. ',"response":' .. cjson.encode(request.response)
+  end
+  redis.call('HSET', key, 'request', kept .. '}')
 end
 local function settled(key, id, now, ttl, delivery, deliveries)
   if delivery ~= '' then

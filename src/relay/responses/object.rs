@@ -147,7 +147,9 @@ impl Made {
 
 /// The job a response id names (`resp_X` → `job_X`).
 pub fn job_id(response_id: &str) -> Option<String> {
-    response_id.strip_prefix("resp_").map(|rest| format!("job_{rest}"))
+    response_id
+        .strip_prefix("resp_")
+        .map(|rest| format!("job_{rest}"))
 }
 
 /// An output item's id: its kind, the response's id and its place.

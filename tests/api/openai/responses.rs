@@ -228,7 +228,8 @@ async fn a_failure_after_output_ends_the_stream_with_response_failed() {
 async fn a_background_stream_closed_after_some_deltas_is_resumed_with_starting_after() {
     let app = Gateway::start().await;
     let pieces = ["番", "茄", "炒", "蛋", "，", "先", "炒", "蛋", "。", "好"];
-    app.upstream().push([crate::support::scripts::paced_answer(&pieces, 30)]);
+    app.upstream()
+        .push([crate::support::scripts::paced_answer(&pieces, 30)]);
     let parsed = oracle(&app, "background").await;
     assert_eq!(parsed["created_status"], "queued", "{parsed}");
     let whole: String = pieces.concat();
@@ -244,14 +245,18 @@ async fn a_background_stream_closed_after_some_deltas_is_resumed_with_starting_a
     assert_eq!(parsed["final_status"], "completed");
     assert_eq!(parsed["retrieved_status"], "completed");
     assert_eq!(parsed["retrieved_text"], whole.as_str());
-    assert_eq!(parsed["readings_equal"], true, "a finished stream read twice is the same");
+    assert_eq!(
+        parsed["readings_equal"], true,
+        "a finished stream read twice is the same"
+    );
     assert_eq!(app.upstream().requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_background_response_is_cancelled_and_stays_so() {
     let app = Gateway::start().await;
-    app.upstream().fallback(sse(vec![data(&role()), Step::Stall]));
+    app.upstream()
+        .fallback(sse(vec![data(&role()), Step::Stall]));
     let parsed = oracle(&app, "cancel").await;
     assert_eq!(parsed["created"], "queued", "{parsed}");
     assert_eq!(parsed["cancelled"], "cancelled");
@@ -263,6 +268,10 @@ async fn an_unknown_or_malformed_response_id_is_404_not_found() {
     let app = Gateway::start().await;
     for id in ["resp_nope", "job_abc", "resp_0123456789012345678901"] {
         let (status, error) = error_of(app.get(&format!("/v1/responses/{id}")).await).await;
-        assert_eq!((status, error["code"].clone()), (404, json!("not_found")), "{id}");
+        assert_eq!(
+            (status, error["code"].clone()),
+            (404, json!("not_found")),
+            "{id}"
+        );
     }
 }

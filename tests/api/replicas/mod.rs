@@ -15,3 +15,4 @@ mod long_outage;
 mod outage;
 mod persistence;
 mod prompts;
+mod responses;
