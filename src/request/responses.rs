@@ -41,8 +41,15 @@ const FIELDS: [&str; 12] = [
 pub struct Asked {
     /// The model asked for (or `LADLE_MODEL`).
     pub model: String,
-    /// The chat body for the upstream: `stream` on, usage asked for.
-    pub body: Bytes,
+    /// The chat body's fields but `messages`: `stream` on, usage asked for.
+    chat: Map<String, Value>,
+    /// `instructions`, a system message before everything else.
+    instructions: Option<String>,
+    /// The conversation: the input's messages, after the stored conversation
+    /// `previous_response_id` names (`with_previous`).
+    pub input: Vec<Value>,
+    /// `previous_response_id`.
+    pub previous: Option<String>,
     /// Whether the caller wants the events.
     pub stream: bool,
     /// What the response object repeats of the request.
@@ -78,12 +85,11 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
             "`background` needs `store`: a background response is kept",
         ));
     }
-    // A stored conversation to go on from comes with stored responses (issue 35).
-    if field("previous_response_id").is_some() {
-        return Err(invalid(
-            "`previous_response_id` is not supported by this build of ladle yet",
-        ));
-    }
+    let previous = match field("previous_response_id") {
+        None => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(_) => return Err(invalid("`previous_response_id` must be a string")),
+    };
     let model = match field("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
         None => default_model
@@ -91,12 +97,12 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
             .ok_or_else(|| invalid("`model` is required (no LADLE_MODEL is set)"))?,
         Some(_) => return Err(invalid("`model` must be a string")),
     };
-    let mut messages = Vec::new();
-    match field("instructions") {
-        None => {}
-        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+    let instructions = match field("instructions") {
+        None => None,
+        Some(Value::String(text)) => Some(text.clone()),
         Some(_) => return Err(invalid("`instructions` must be a string")),
-    }
+    };
+    let mut messages = Vec::new();
     match field("input") {
         Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) if !items.is_empty() => {
@@ -112,7 +118,6 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
     }
     let mut chat = Map::new();
     chat.insert("model".into(), model.clone().into());
-    chat.insert("messages".into(), messages.into());
     for (from, to) in [
         ("temperature", "temperature"),
         ("top_p", "top_p"),
@@ -135,16 +140,18 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
     chat.insert("stream_options".into(), json!({"include_usage": true}));
     let metadata = field("metadata").cloned().unwrap_or(json!({}));
     checked_metadata(&metadata)?;
-    let body = serde_json::to_vec(&chat).map_err(|e| invalid(e.to_string()))?;
     Ok(Asked {
         model,
-        body: body.into(),
+        chat,
+        instructions,
+        input: messages,
+        previous: previous.clone(),
         stream,
         echo: Echo {
             instructions: field("instructions").cloned().unwrap_or(Value::Null),
             metadata,
             background,
-            previous_response_id: Value::Null,
+            previous_response_id: previous.map_or(Value::Null, Value::String),
             store,
             temperature: field("temperature").cloned().unwrap_or(Value::Null),
             top_p: field("top_p").cloned().unwrap_or(Value::Null),
@@ -152,6 +159,27 @@ pub fn parse(bytes: &[u8], default_model: Option<&str>) -> Result<Asked, ApiErro
             text,
         },
     })
+}
+
+impl Asked {
+    /// The chat body: `instructions` as a system message, then the conversation.
+    pub fn body(&self) -> Bytes {
+        let mut chat = self.chat.clone();
+        let instructions = self.instructions.iter();
+        let mut messages: Vec<Value> = instructions
+            .map(|text| json!({"role": "system", "content": text}))
+            .collect();
+        messages.extend(self.input.iter().cloned());
+        chat.insert("messages".into(), messages.into());
+        serde_json::to_vec(&chat).unwrap_or_default().into()
+    }
+
+    /// Goes on from a stored response: its conversation (input and output,
+    /// instructions excepted) comes before this input.
+    pub fn with_previous(&mut self, before: Vec<Value>) {
+        let input = std::mem::replace(&mut self.input, before);
+        self.input.extend(input);
+    }
 }
 
 /// A background response's run (contract 12): its job's stored chat body,
@@ -280,7 +308,7 @@ mod tests {
 
     fn sent(body: Value) -> Value {
         let asked = parse(body.to_string().as_bytes(), Some("m")).expect("understood");
-        serde_json::from_slice(&asked.body).expect("JSON")
+        serde_json::from_slice(&asked.body()).expect("JSON")
     }
 
     #[test]
@@ -342,7 +370,7 @@ mod tests {
                 "`background`",
             ),
             (
-                json!({"input": "x", "previous_response_id": "resp_1"}),
+                json!({"input": "x", "previous_response_id": 1}),
                 "`previous_response_id`",
             ),
             (json!({"input": "x", "metadata": {"a": 1}}), "`metadata`"),

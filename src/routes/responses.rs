@@ -32,7 +32,7 @@ pub async fn create(
     RawBody(bytes): RawBody,
 ) -> Response {
     let mut note = CompletionNote::default();
-    let asked = match responses::parse(&bytes, app.config.model.as_deref()) {
+    let asked = match asked(&app, &bytes, &headers.client).await {
         Ok(asked) => asked,
         Err(error) => return noted(Err(error), note),
     };
@@ -46,6 +46,17 @@ pub async fn create(
     noted(answer, note)
 }
 
+/// The create understood, with the stored conversation its
+/// `previous_response_id` names before its input.
+async fn asked(app: &AppState, bytes: &[u8], client: &str) -> Result<Asked, ApiError> {
+    let mut asked = responses::parse(bytes, app.config.model.as_deref())?;
+    if let Some(previous) = asked.previous.clone() {
+        let before = responses_stored::conversation(app, &previous, client).await?;
+        asked.with_previous(before);
+    }
+    Ok(asked)
+}
+
 /// A background response (contract 12): a job of task `responses`, durable
 /// before its answer: the object `queued`, or its events from `response.created`
 /// on (the client may leave; the generation goes on).
@@ -55,8 +66,8 @@ async fn background(
     request_id: &RequestId,
     headers: CompletionHeaders,
 ) -> Result<Response, ApiError> {
-    let chat: Value = serde_json::from_slice(&asked.body).unwrap_or_default();
-    let stored = Made::new(asked.model, asked.echo).stored(chat);
+    let chat: Value = serde_json::from_slice(&asked.body()).unwrap_or_default();
+    let stored = Made::new(asked.model, asked.echo).stored(chat, asked.input);
     let request = JobRequest {
         v: record::VERSION,
         task: RESPONSES_TASK.to_owned(),
@@ -88,10 +99,11 @@ fn responses_call(
         true => ResponseShape::ResponsesEvents,
         false => ResponseShape::ResponsesJson,
     };
+    let body = asked.body();
     let made = Made::new(asked.model.clone(), asked.echo);
     tracing::info!(request_id = %request_id, response_id = %made.id, "response created");
     Call {
-        body: asked.body,
+        body,
         one_choice: true,
         reply: Reply {
             shape,

@@ -120,6 +120,33 @@ async fn response_job(
     Ok((job, made))
 }
 
+/// The conversation of stored response `id` (contract 12's
+/// `previous_response_id`): its input (instructions excepted) and its output,
+/// as chat messages. Only a completed response has one to go on from.
+pub async fn conversation(app: &AppState, id: &str, client: &str) -> Result<Vec<Value>, ApiError> {
+    let path = Ok(Path(id.to_owned()));
+    let (job, made) = response_job(app, path, client).await?;
+    let object = object_of(&job, &made);
+    if !matches!(object["status"].as_str(), Some("completed" | "incomplete")) {
+        return Err(ApiError::InvalidRequest(format!(
+            "`previous_response_id` names a response that is {}",
+            object["status"].as_str().unwrap_or("not answered")
+        )));
+    }
+    let stored = job.request.response.unwrap_or_default();
+    let mut messages = stored["input"].as_array().cloned().unwrap_or_default();
+    let text: String = object["output"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "message")
+        .flat_map(|item| item["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|part| part["text"].as_str().map(str::to_owned))
+        .collect();
+    messages.push(serde_json::json!({"role": "assistant", "content": text}));
+    Ok(messages)
+}
+
 /// The response object of a background response's job, as it stands.
 pub fn object_of(job: &Job, made: &Made) -> Value {
     match (job.status, &job.result) {

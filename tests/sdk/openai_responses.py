@@ -140,7 +140,30 @@ def cancel():
     return {"created": response.status, "cancelled": cancelled.status, "retrieved": again.status}
 
 
+def previous():
+    import time
+
+    first = client.responses.create(
+        model=MODEL, input="番茄炒蛋怎么做？", instructions="只说中文", background=True
+    )
+    for _ in range(200):
+        first = client.responses.retrieve(first.id)
+        if first.status == "completed":
+            break
+        time.sleep(0.02)
+    second = client.responses.create(
+        model=MODEL, input="再简单一点", previous_response_id=first.id
+    )
+    return {
+        "first": first.status,
+        "second_text": second.output_text,
+        "previous_response_id": second.previous_response_id,
+        "first_id": first.id,
+    }
+
+
 SCENARIOS = {
+    "previous": previous,
     "background": background,
     "cancel": cancel,
     "create": create,

@@ -81,9 +81,12 @@ impl Made {
         })
     }
 
-    /// What a background response's job keeps of it, with its chat `body`.
-    pub fn stored(&self, body: Value) -> Value {
-        json!({"body": body, "created_at": self.created_at, "model": self.model, "echo": self.echo})
+    /// What a background response's job keeps of it: its chat `body`, and its
+    /// conversation (`input`, instructions excepted) for a later
+    /// `previous_response_id`.
+    pub fn stored(&self, body: Value, input: Vec<Value>) -> Value {
+        json!({"body": body, "input": input, "created_at": self.created_at,
+               "model": self.model, "echo": self.echo})
     }
 
     /// The object with `status`, `output` items and the chat `usage` (if any).

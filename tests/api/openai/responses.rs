@@ -275,3 +275,27 @@ async fn an_unknown_or_malformed_response_id_is_404_not_found() {
         );
     }
 }
+
+#[tokio::test]
+async fn previous_response_id_sends_the_stored_turn_before_the_new_input() {
+    let app = Gateway::start().await;
+    app.upstream().push([
+        sse_answer(&["先炒蛋再炒番茄"]),
+        sse_answer(&["炒蛋，加番茄"]),
+    ]);
+    let parsed = oracle(&app, "previous").await;
+    assert_eq!(parsed["first"], "completed", "{parsed}");
+    assert_eq!(parsed["second_text"], "炒蛋，加番茄");
+    assert_eq!(parsed["previous_response_id"], parsed["first_id"]);
+    let sent = app.upstream().requests();
+    assert_eq!(
+        sent[1].body["messages"],
+        json!([{"role": "user", "content": "番茄炒蛋怎么做？"},
+               {"role": "assistant", "content": "先炒蛋再炒番茄"},
+               {"role": "user", "content": "再简单一点"}]),
+        "the earlier turn, its instructions excepted"
+    );
+    let unknown = json!({"input": "x", "previous_response_id": "resp_0123456789012345678901"});
+    let (status, error) = error_of(app.post("/v1/responses", &unknown).await).await;
+    assert_eq!((status, error["code"].clone()), (404, json!("not_found")));
+}
