@@ -299,3 +299,85 @@ async fn previous_response_id_sends_the_stored_turn_before_the_new_input() {
     let (status, error) = error_of(app.post("/v1/responses", &unknown).await).await;
     assert_eq!((status, error["code"].clone()), (404, json!("not_found")));
 }
+
+/// Runs one scenario of the Node oracle (`tests/sdk/openai_responses.mjs`, with
+/// the SDK `bash .ci/sdk-node` installs) against `app`; what it printed.
+async fn node_oracle(app: &Gateway, scenario: &str) -> Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        root.join("target/sdk-node/node_modules/openai").exists(),
+        "the Node SDK oracle needs its SDK: run `bash .ci/sdk-node` (Node.js and npm; \
+         .ci/run does it), or skip these tests with `--skip openai::responses::node`"
+    );
+    let mut command = std::process::Command::new("node");
+    command
+        .arg(root.join("tests/sdk/openai_responses.mjs"))
+        .arg(scenario)
+        .current_dir(root)
+        .env("LADLE_BASE_URL", app.url("/v1"))
+        .env("LADLE_MODEL_NAME", "test-model");
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the wait ends")
+        .expect("node runs");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{scenario} failed:\n{said}");
+    serde_json::from_slice(&output.stdout).expect("one line of JSON")
+}
+
+#[tokio::test]
+async fn node_the_sdk_reads_a_create_a_stream_and_a_status_error() {
+    let app = Gateway::start().await;
+    app.upstream()
+        .push([sse_answer(&["番茄", "炒蛋"]), sse_answer(&["番茄", "炒蛋"])]);
+    let parsed = node_oracle(&app, "create").await;
+    assert_eq!(
+        (parsed["status"].clone(), parsed["output_text"].clone()),
+        (json!("completed"), json!("番茄炒蛋")),
+        "{parsed}"
+    );
+    let parsed = node_oracle(&app, "stream").await;
+    assert_eq!(parsed["text"], "番茄炒蛋", "{parsed}");
+    assert_eq!(parsed["types"][0], "response.created");
+    assert_eq!(
+        parsed["types"].as_array().and_then(|t| t.last()),
+        Some(&json!("response.completed"))
+    );
+    let numbers: Vec<u64> = serde_json::from_value(parsed["numbers"].clone()).expect("numbers");
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>());
+    app.upstream()
+        .fallback(status(503, r#"{"error":{"message":"overloaded"}}"#));
+    let parsed = node_oracle(&app, "failed").await;
+    assert_eq!(
+        (parsed["class"].clone(), parsed["status"].clone()),
+        (json!("InternalServerError"), json!(503)),
+        "{parsed}"
+    );
+}
+
+#[tokio::test]
+async fn node_the_sdk_resumes_a_background_stream_with_starting_after() {
+    let app = Gateway::start().await;
+    let pieces = ["番", "茄", "炒", "蛋", "，", "先", "炒", "蛋", "。"];
+    app.upstream()
+        .push([crate::support::scripts::paced_answer(&pieces, 30)]);
+    let parsed = node_oracle(&app, "background").await;
+    let joined = format!(
+        "{}{}",
+        parsed["before"].as_str().unwrap_or_default(),
+        parsed["after"].as_str().unwrap_or_default()
+    );
+    assert_eq!(joined, pieces.concat(), "{parsed}");
+    let numbers: Vec<u64> = serde_json::from_value(parsed["numbers"].clone()).expect("numbers");
+    assert_eq!(
+        numbers,
+        (0..numbers.len() as u64).collect::<Vec<_>>(),
+        "gapless"
+    );
+    assert_eq!(parsed["status"], "completed");
+    assert_eq!(
+        parsed["after_cancel"], "completed",
+        "a finished response is left as it is"
+    );
+    assert_eq!(parsed["retrieved"], pieces.concat());
+}
