@@ -5,13 +5,10 @@
 //! rendered in order from the start by one `Events`, so a sequence number names
 //! the same event on every replica and every read.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
@@ -23,7 +20,7 @@ use crate::error::ApiError;
 use crate::jobs::events::{Feed, Kind};
 use crate::jobs::{Canceled, Job, JobStatus};
 use crate::relay::responses::object::{Status, job_id};
-use crate::relay::responses::{Event, Events, Made};
+use crate::relay::responses::{Event, Events, Made, sse_with_pings};
 use crate::state::AppState;
 use crate::wall::unix_millis;
 
@@ -188,20 +185,10 @@ pub async fn events(
     } else {
         rendered(feed, renderer, app.background.stopping()).boxed()
     };
-    let sse = body
-        .filter(move |event| std::future::ready(after.is_none_or(|n| sequence(event) > n)))
-        .map(|event| {
-            let data = event.data.to_string();
-            Ok::<_, Infallible>(SseEvent::default().event(event.kind).data(data))
-        });
-    let keep_alive = KeepAlive::new()
-        .interval(Duration::from_secs(15))
-        .text(" ping");
-    Ok(Sse::new(sse).keep_alive(keep_alive).into_response())
-}
-
-fn sequence(event: &Event) -> u64 {
-    event.data["sequence_number"].as_u64().unwrap_or_default()
+    let frames = body
+        .filter(move |event| std::future::ready(after.is_none_or(|n| event.sequence > n)))
+        .map(|event| event.frame());
+    Ok(sse_with_pings(frames))
 }
 
 /// Every event of `feed` rendered, from the start, until its final `job`

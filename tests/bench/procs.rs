@@ -153,11 +153,18 @@ pub fn scratch_dir(what: &str) -> Result<PathBuf, String> {
 
 /// Starts the mock upstream (this binary, re-executed) and waits for its port.
 pub fn start_mock() -> Result<Proc, String> {
+    start_mock_with(1, 0)
+}
+
+/// Starts the mock upstream writing `chunks` content chunks `gap_ms` apart to a
+/// request that names no shape of its own.
+pub fn start_mock_with(chunks: u32, gap_ms: u64) -> Result<Proc, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = scratch_dir("mock")?;
     let port_file = dir.join("port");
     let port_arg = port_file.to_string_lossy().into_owned();
-    let child = spawn(&me, &["--mock-upstream", &port_arg, "1", "0"])
+    let (chunks, gap_ms) = (chunks.to_string(), gap_ms.to_string());
+    let child = spawn(&me, &["--mock-upstream", &port_arg, &chunks, &gap_ms])
         .spawn()
         .map_err(|e| format!("cannot start the mock upstream: {e}"))?;
     let pid = child.id();

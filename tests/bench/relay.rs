@@ -25,7 +25,8 @@
 //!   event streams: a job read live against a task stream, many readers, resumes,
 //!   kept events; otherwise last), `LADLE_BENCH_CUT_ONLY=1` (only a stream cut at
 //!   chunk 10 of 20 and continued: cut to next delta, against the mock's own first
-//!   chunk), `LADLE_BENCH_BEFORE=path` (only an earlier build's binary at `path`
+//!   chunk), `LADLE_BENCH_RESPONSES_ONLY=1` (only a streamed Responses create
+//!   against the chat route: CPU per stream, first delta), `LADLE_BENCH_BEFORE=path` (only an earlier build's binary at `path`
 //!   against this one, the same loads side by side).
 //!
 //! Everything listens on 127.0.0.1 only, and every run is bounded in requests.
@@ -42,6 +43,7 @@ mod mock;
 mod procfs;
 mod procs;
 mod report;
+mod responses;
 mod side;
 mod streams;
 mod waiting;
@@ -107,7 +109,7 @@ fn bench() -> Result<(), String> {
     // The runs that go alone, each against a mock of its own.
     let only =
         |name: &str| std::env::var(format!("LADLE_BENCH_{name}_ONLY")).is_ok_and(|v| v == "1");
-    let alone = ["FLEET", "JOBS", "KEYS", "STREAMS", "CUT"]
+    let alone = ["FLEET", "JOBS", "KEYS", "STREAMS", "CUT", "RESPONSES"]
         .into_iter()
         .find(|n| only(n));
     let before = std::env::var("LADLE_BENCH_BEFORE").ok();
@@ -131,6 +133,7 @@ fn bench() -> Result<(), String> {
             (Some("STREAMS"), _) => runtime
                 .block_on(streams::run(mock.addr, scale, ticks))?
                 .render(),
+            (Some("RESPONSES"), _) => runtime.block_on(responses::run(ticks))?.render(),
             _ => runtime.block_on(cut::run(mock.addr))?.render(),
         };
         say(&format!("\n{report}"));

@@ -142,7 +142,8 @@ fn only_the_attempt_loop_sleeps() {
     // rounds (the one owner of background work runs every loop), a repeat's
     // polls of a run on another replica in Redis, and a job read's `wait_ms`; a
     // job event stream's pings and long-poll wait, and the rounds of the Redis
-    // event log's follower and the retries of its writer.
+    // event log's follower and the retries of its writer; a Responses stream's
+    // pings.
     let allowed = [
         "engine/completion/",
         "background.rs",
@@ -156,6 +157,7 @@ fn only_the_attempt_loop_sleeps() {
         "jobs/events/redis.rs",
         "ops/request_body.rs",
         "relay/commit.rs",
+        "relay/responses/mod.rs",
     ];
     assert_eq!(offenders("sleep", &allowed), Vec::<String>::new());
 }

@@ -10,13 +10,29 @@ use super::object::{Made, Status, item_id, message_item, reasoning_item, text_pa
 use crate::engine::completion::Progress;
 use crate::error::ApiError;
 
-/// One event: its `type` and its data (which repeats the type).
+/// One event: its `type`, its number and its data's JSON text (which repeats
+/// both), written once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// The `type`, also the SSE `event:` name.
     pub kind: &'static str,
-    /// The data, `type` and `sequence_number` included.
-    pub data: Value,
+    /// Its `sequence_number`.
+    pub sequence: u64,
+    /// The data's JSON text, `type` and `sequence_number` included.
+    pub data: String,
+}
+
+impl Event {
+    /// The SSE frame: `event:` and `data:` lines (JSON text has no newline).
+    pub fn frame(&self) -> bytes::Bytes {
+        let mut frame = String::with_capacity(self.data.len() + self.kind.len() + 16);
+        frame.push_str("event: ");
+        frame.push_str(self.kind);
+        frame.push_str("\ndata: ");
+        frame.push_str(&self.data);
+        frame.push_str("\n\n");
+        frame.into()
+    }
 }
 
 /// The item being written.
@@ -200,16 +216,29 @@ impl Events {
             return;
         }
         self.text.push_str(delta);
-        let (name, id) = match kind {
-            Open::Reasoning => ("response.reasoning_text.delta", self.id(kind)),
-            Open::Message => ("response.output_text.delta", self.id(kind)),
+        out.push(self.delta_event(kind, delta));
+    }
+
+    /// A delta event, written straight as text: the per-chunk path builds no
+    /// JSON tree.
+    fn delta_event(&mut self, kind: Open, delta: &str) -> Event {
+        let (name, logprobs) = match kind {
+            Open::Reasoning => ("response.reasoning_text.delta", ""),
+            Open::Message => ("response.output_text.delta", r#","logprobs":[]"#),
         };
-        let mut data =
-            json!({"item_id": id, "output_index": self.index, "content_index": 0, "delta": delta});
-        if kind == Open::Message {
-            data["logprobs"] = json!([]);
+        let id = self.id(kind);
+        let delta = serde_json::to_string(delta).unwrap_or_default();
+        let sequence = self.sequence;
+        self.sequence += 1;
+        let data = format!(
+            r#"{{"item_id":"{id}","output_index":{},"content_index":0,"delta":{delta}{logprobs},"type":"{name}","sequence_number":{sequence}}}"#,
+            self.index
+        );
+        Event {
+            kind: name,
+            sequence,
+            data,
         }
-        out.push(self.event(name, data));
     }
 
     fn begin(&mut self, out: &mut Vec<Event>, kind: Open) {
@@ -287,9 +316,14 @@ impl Events {
     }
 
     fn event(&mut self, kind: &'static str, mut data: Value) -> Event {
-        data["type"] = kind.into();
-        data["sequence_number"] = self.sequence.into();
+        let sequence = self.sequence;
         self.sequence += 1;
-        Event { kind, data }
+        data["type"] = kind.into();
+        data["sequence_number"] = sequence.into();
+        Event {
+            kind,
+            sequence,
+            data: data.to_string(),
+        }
     }
 }

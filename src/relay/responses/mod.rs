@@ -10,11 +10,15 @@ pub use events::{Event, Events};
 pub use object::{Echo, Made};
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt, stream};
+use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::engine::completion::Progress;
 use crate::error::ApiError;
@@ -56,14 +60,54 @@ pub async fn streaming(
         }
         stream::iter(events.on(&step))
     });
-    let all = stream::iter(held).chain(rest).map(|event| {
-        let data = event.data.to_string();
-        Ok::<_, Infallible>(SseEvent::default().event(event.kind).data(data))
-    });
-    let keep_alive = KeepAlive::new()
-        .interval(Duration::from_secs(15))
-        .text(" ping");
-    let mut response = Sse::new(all).keep_alive(keep_alive).into_response();
+    let all = stream::iter(held).chain(rest).map(|event| event.frame());
+    let mut response = sse_with_pings(all);
     response.extensions_mut().insert(failed);
     response
+}
+
+/// An event stream of `frames`, with a `: ping` comment once 15 s have passed
+/// with nothing sent.
+pub fn sse_with_pings(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    let pinged = Pinged {
+        frames: Box::pin(frames),
+        last: Instant::now(),
+        timer: Box::pin(sleep_until(Instant::now() + PING_EVERY)),
+    };
+    super::sse_response(axum::body::Body::from_stream(
+        pinged.map(Ok::<_, Infallible>),
+    ))
+}
+
+/// How long a stream may be silent before a `: ping`.
+const PING_EVERY: Duration = Duration::from_secs(15);
+
+/// Frames, with pings in the silences. A frame only notes the time: the timer
+/// is moved when it fires, not per frame.
+struct Pinged<S> {
+    frames: Pin<Box<S>>,
+    last: Instant,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl<S: Stream<Item = Bytes>> Stream for Pinged<S> {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Poll::Ready(frame) = self.frames.as_mut().poll_next(cx) {
+            self.last = Instant::now();
+            return Poll::Ready(frame);
+        }
+        loop {
+            ready!(self.timer.as_mut().poll(cx));
+            let due = self.last + PING_EVERY;
+            if Instant::now() >= due {
+                self.last = Instant::now();
+                let next = self.last + PING_EVERY;
+                self.timer.as_mut().reset(next);
+                return Poll::Ready(Some(Bytes::from_static(b": ping\n\n")));
+            }
+            self.timer.as_mut().reset(due);
+        }
+    }
 }
