@@ -69,8 +69,14 @@ pub async fn streaming(
 /// An event stream of `frames`, with a `: ping` comment once 15 s have passed
 /// with nothing sent.
 pub fn sse_with_pings(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    // The frames already there go out in one write: a chunk's delta often comes
+    // with an item's and a part's events.
+    let joined = frames.ready_chunks(32).map(|frames| match frames.len() {
+        1 => frames.into_iter().next().unwrap_or_default(),
+        _ => Bytes::from(frames.concat()),
+    });
     let pinged = Pinged {
-        frames: Box::pin(frames),
+        frames: Box::pin(joined),
         last: Instant::now(),
         timer: Box::pin(sleep_until(Instant::now() + PING_EVERY)),
     };
