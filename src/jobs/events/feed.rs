@@ -77,6 +77,14 @@ impl Feed {
         Some(kept)
     }
 
+    /// Makes the feed's first event, unless it has one already.
+    pub fn make_first(&self, run: u32, name: &str, data: Bytes) -> Option<Arc<Kept>> {
+        if self.lock().last.is_some() {
+            return None;
+        }
+        self.make(run, name, data)
+    }
+
     /// Adds events read from Redis's stream (entry ids ascending), those past
     /// the entry read last; marks the feed loaded.
     pub fn extend(&self, read: Vec<((u64, u64), Kept)>) {

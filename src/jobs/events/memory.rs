@@ -68,6 +68,17 @@ impl MemoryLog {
         Some(kept)
     }
 
+    /// Job `id`'s first event, unless its feed has one already.
+    pub fn append_first(&self, id: &str, run: u32, name: &str, data: Bytes) {
+        let feed = self
+            .lock()
+            .feeds
+            .entry(id.to_owned())
+            .or_insert_with(|| Arc::new(Feed::loaded()))
+            .clone();
+        drop(feed.make_first(run, name, data));
+    }
+
     /// Job `id`'s feed; a running job without one (its events dropped by a
     /// restart) gets one that its next events go to.
     pub fn feed(&self, id: &str, finished: bool) -> Arc<Feed> {

@@ -26,7 +26,7 @@ pub use self::kept::{EventId, Kept, Kind};
 use self::memory::MemoryLog;
 use self::redis::RedisLog;
 pub use super::settings::StreamSettings;
-use super::{Job, JobStore, StoreDown};
+use super::{Job, JobStatus, JobStore, StoreDown};
 use crate::background::Background;
 use crate::fleet::Redis;
 use crate::wall::unix_millis;
@@ -98,6 +98,16 @@ impl JobEvents {
         let data = Bytes::from(job.view().to_string());
         let ends = job.status.finished();
         match &self.0.log {
+            // A runner can claim a job before its submit wrote its `queued`
+            // event (`0.1`), which would then be refused as older than the
+            // run's: the first run writes it first, and the submit's is refused.
+            Log::Memory(log) if job.status == JobStatus::Running && job.runs == 1 => {
+                let mut queued = job.clone();
+                queued.status = JobStatus::Queued;
+                (queued.runs, queued.updated_at, queued.run_id) = (0, job.created_at, None);
+                log.append_first(&job.id, 0, "job", Bytes::from(queued.view().to_string()));
+                drop(log.append(&job.id, job.runs, "job", data, unix_millis()));
+            }
             Log::Memory(log) => {
                 let made = log.append(&job.id, job.runs, "job", data, unix_millis());
                 if let Some(kept) = made.filter(|_| ends) {

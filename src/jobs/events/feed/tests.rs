@@ -107,3 +107,22 @@ fn a_feed_read_from_redis_skips_entries_it_has() {
     assert_eq!(ids, ["1.1", "1.2", "1.3"]);
     assert_eq!(feed.entry(), (Some((6, 0)), true));
 }
+
+#[test]
+fn a_first_event_written_late_is_refused_and_one_written_first_comes_first() {
+    // A runner that claimed the job before its submit wrote `queued` writes it
+    // first (`make_first`); the submit's own comes later and is refused.
+    let feed = Feed::loaded();
+    assert!(feed.make_first(0, "job", job("queued")).is_some());
+    feed.make(1, "job", job("running"));
+    assert!(
+        feed.make(0, "job", job("queued")).is_none(),
+        "older than the run's"
+    );
+    assert!(
+        feed.make_first(0, "job", job("queued")).is_none(),
+        "not first any more"
+    );
+    let ids: Vec<String> = feed.read(0, 10).iter().map(|k| k.id.to_string()).collect();
+    assert_eq!(ids, ["0.1", "1.1"]);
+}
