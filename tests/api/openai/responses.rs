@@ -7,7 +7,7 @@ use ladle::config::UpstreamSettings;
 use ladle::engine::upstream::continuation::Continuation;
 use serde_json::{Value, json};
 
-use super::sdk::oracle_of;
+use super::sdk::{oracle_of, run_oracle};
 use crate::support::continuing::{CutBy, cut_after, speaks};
 use crate::support::mock_upstream::*;
 use crate::support::scripts::BUSY_CHUNK;
@@ -309,20 +309,7 @@ async fn node_oracle(app: &Gateway, scenario: &str) -> Value {
         "the Node SDK oracle needs its SDK: run `bash .ci/sdk-node` (Node.js and npm; \
          .ci/run does it), or skip these tests with `--skip openai::responses::node`"
     );
-    let mut command = std::process::Command::new("node");
-    command
-        .arg(root.join("tests/sdk/openai_responses.mjs"))
-        .arg(scenario)
-        .current_dir(root)
-        .env("LADLE_BASE_URL", app.url("/v1"))
-        .env("LADLE_MODEL_NAME", "test-model");
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("the wait ends")
-        .expect("node runs");
-    let said = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{scenario} failed:\n{said}");
-    serde_json::from_slice(&output.stdout).expect("one line of JSON")
+    run_oracle("node", "openai_responses.mjs", app, scenario).await
 }
 
 #[tokio::test]

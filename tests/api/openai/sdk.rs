@@ -31,20 +31,30 @@ async fn oracle(app: &Gateway, scenario: &str) -> Value {
 /// Runs one scenario of the oracle `script` (in `tests/sdk/`) against `app`;
 /// what it printed.
 pub async fn oracle_of(script: &str, app: &Gateway, scenario: &str) -> Value {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/sdk")
-        .join(script);
-    let mut command = std::process::Command::new(python());
+    run_oracle(python(), script, app, scenario).await
+}
+
+/// Runs one scenario of `script` (in `tests/sdk/`, run by `program` from the
+/// crate's folder) against `app`; what it printed.
+pub async fn run_oracle(
+    program: impl AsRef<std::ffi::OsStr>,
+    script: &str,
+    app: &Gateway,
+    scenario: &str,
+) -> Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = std::process::Command::new(program);
     command
-        .arg(script)
+        .arg(root.join("tests/sdk").join(script))
         .arg(scenario)
+        .current_dir(root)
         .env("LADLE_BASE_URL", app.url("/v1"))
         .env("LADLE_MODEL_NAME", "test-model");
     // Off the runtime's thread: the gateway it calls runs on it.
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .expect("the wait ends")
-        .expect("the venv's python runs");
+        .expect("the oracle's program runs");
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{scenario} failed:\n{said}");
     serde_json::from_slice(&output.stdout).expect("one line of JSON")
