@@ -4,6 +4,7 @@
 //! submit asks for with `Accept: text/event-stream`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -109,9 +110,28 @@ async fn open(app: &AppState, job: &Job, cursor: Option<EventId>) -> Result<Open
         .final_event
         .as_deref()
         .and_then(|id| EventId::parse(id).ok().flatten());
-    let start = feed.start(cursor, JobEnd { finished, final_id });
+    let end = JobEnd { finished, final_id };
+    let mut start = feed.start(cursor, end);
+    // A cursor past what this replica has read: the event was made on another
+    // one a moment ago (a client resuming here what it read there). Events
+    // reach every replica within 250 ms (11.1), so wait that long for it rather
+    // than start the run again.
+    if let Some(cursor) = cursor.filter(|c| !finished && feed.behind(*c)) {
+        let (mut changed, _) = feed.subscribe();
+        let until = Instant::now() + CATCHING_UP;
+        while feed.behind(cursor) {
+            match tokio::time::timeout_at(until, changed.changed()).await {
+                Ok(Ok(())) => {}
+                _ => break,
+            }
+        }
+        start = feed.start(Some(cursor), end);
+    }
     Ok((feed, start))
 }
+
+/// How long a cursor past this replica's copy of the log waits for it.
+const CATCHING_UP: Duration = Duration::from_millis(250);
 
 /// The SSE answer; `204` when the cursor is the finished job's final event (so
 /// an `EventSource` stops reconnecting).

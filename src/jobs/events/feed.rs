@@ -77,6 +77,12 @@ impl Feed {
         Some(kept)
     }
 
+    /// Whether `cursor` is past every event this copy of the feed holds: made
+    /// on another replica a moment ago, perhaps, and not read here yet.
+    pub fn behind(&self, cursor: EventId) -> bool {
+        self.lock().last.is_none_or(|last| cursor > last)
+    }
+
     /// Makes the feed's first event, unless it has one already.
     pub fn make_first(&self, run: u32, name: &str, data: Bytes) -> Option<Arc<Kept>> {
         if self.lock().last.is_some() {

@@ -126,3 +126,15 @@ fn a_first_event_written_late_is_refused_and_one_written_first_comes_first() {
     let ids: Vec<String> = feed.read(0, 10).iter().map(|k| k.id.to_string()).collect();
     assert_eq!(ids, ["0.1", "1.1"]);
 }
+
+#[test]
+fn a_cursor_past_every_event_held_is_behind_and_one_held_is_not() {
+    let feed = Feed::loaded();
+    let id = |run, seq| EventId { run, seq };
+    assert!(feed.behind(id(0, 1)), "an empty copy is behind any cursor");
+    feed.make(0, "job", job("queued"));
+    assert!(!feed.behind(id(0, 1)));
+    assert!(feed.behind(id(1, 1)), "made elsewhere, not read here yet");
+    feed.make(1, "job", job("running"));
+    assert!(!feed.behind(id(1, 1)) && !feed.behind(id(0, 1)));
+}
