@@ -101,12 +101,13 @@ impl JobEvents {
             // A runner can claim a job before its submit wrote its `queued`
             // event (`0.1`), which would then be refused as older than the
             // run's: the first run writes it first, and the submit's is refused.
-            Log::Memory(log) if job.status == JobStatus::Running && job.runs == 1 => {
-                let mut queued = job.clone();
-                queued.status = JobStatus::Queued;
-                (queued.runs, queued.updated_at, queued.run_id) = (0, job.created_at, None);
-                log.append_first(&job.id, 0, "job", Bytes::from(queued.view().to_string()));
+            Log::Memory(log) if first_run(job) => {
+                log.append_first(&job.id, 0, "job", queued_view(job));
                 drop(log.append(&job.id, job.runs, "job", data, unix_millis()));
+            }
+            Log::Redis(log) if first_run(job) => {
+                log.append_first(&job.id, 0, "job", queued_view(job));
+                log.append(&job.id, job.runs, "job", data, ends);
             }
             Log::Memory(log) => {
                 let made = log.append(&job.id, job.runs, "job", data, unix_millis());
@@ -156,6 +157,20 @@ impl JobEvents {
             log.upkeep(unix_millis());
         }
     }
+}
+
+/// Whether `job` has just started its first run.
+fn first_run(job: &Job) -> bool {
+    job.status == JobStatus::Running && job.runs == 1
+}
+
+/// The `queued` event of a job whose first run started: `job` as it was when
+/// submitted.
+fn queued_view(job: &Job) -> Bytes {
+    let mut queued = job.clone();
+    queued.status = JobStatus::Queued;
+    (queued.runs, queued.updated_at, queued.run_id) = (0, job.created_at, None);
+    Bytes::from(queued.view().to_string())
 }
 
 /// Keeps `event` as job `id`'s final event's id; a store that cannot is told

@@ -37,7 +37,8 @@ const BATCH: usize = 256;
 /// Gives each event its id and adds it to its job's stream (see the module's
 /// notes). `KEYS`: stream and counters of each event; `ARGV`: the TTL after the
 /// final event, this replica's writer's name, then run, name, data, kind (`k`
-/// kept, `f` final, `p` progress) and number of each. A call Redis ran but whose
+/// kept, `f` final, `p` progress, `q` kept only as the stream's first event)
+/// and number of each. A call Redis ran but whose
 /// answer was lost (a timeout) is sent again: an event whose number this writer
 /// wrote already is not added twice. Answers each event's id (`""` for progress
 /// or refused).
@@ -57,6 +58,8 @@ for i = 1, #KEYS / 2 do
     redis.call('HSET', counts, writer, number)
     if kind == 'p' then
       redis.call('XADD', stream, '*', 'e', name, 'd', data)
+    elseif kind == 'q' and redis.call('HEXISTS', counts, 'run') == 1 then
+      id = ''
     else
       local last = tonumber(redis.call('HGET', counts, 'run') or '-1')
       if run >= last then
@@ -127,6 +130,11 @@ impl RedisLog {
 
     fn stream(&self, id: &str) -> String {
         self.redis.key(&format!("jobev:{id}"))
+    }
+
+    /// Queues job `id`'s first event, kept unless its stream has one already.
+    pub fn append_first(&self, id: &str, run: u32, name: &str, data: Bytes) {
+        self.send(id, run, name, data, "q");
     }
 
     /// Queues an event of job `id`'s run `run` (`ends`: the final one).
