@@ -152,8 +152,7 @@ pub fn object_of(job: &Job, made: &Made) -> Value {
         (JobStatus::Canceled, _) => made.object(&Status::Cancelled, Vec::new(), None),
         (JobStatus::Failed | JobStatus::Succeeded, _) => {
             let error = job.error.clone().unwrap_or_default();
-            let error = serde_json::json!({"code": error["code"], "message": error["message"]});
-            made.object(&Status::Failed(error), Vec::new(), None)
+            made.object(&Status::failed(&error), Vec::new(), None)
         }
         (JobStatus::Queued | JobStatus::RetryWait, _) => {
             made.object(&Status::Queued, Vec::new(), None)
@@ -179,9 +178,8 @@ pub async fn events(
     let mut renderer = Events::new(made.clone());
     let gone = job.status.finished() && feed.read(0, 1).is_empty();
     let body = if gone {
-        let data = serde_json::json!({"status": job.status.name(), "result": job.result, "error": job.error});
-        let alone = renderer.final_alone(&data, object_of(job, &made));
-        stream::iter(alone).boxed()
+        let alone = renderer.ended(object_of(job, &made));
+        stream::iter([alone]).boxed()
     } else {
         rendered(feed, renderer, app.background.stopping()).boxed()
     };

@@ -101,30 +101,15 @@ impl Events {
                 let object = self.made.object(&Status::InProgress, Vec::new(), None);
                 out.push(self.event("response.in_progress", json!({"response": object})));
             }
-            ("job", Some("succeeded")) => {
-                if self.open != Some(Open::Message) {
-                    self.write(&mut out, Open::Message, "");
-                }
-                self.close(&mut out, "completed");
-                let mut object = data["result"].clone();
-                object["output"] = Value::Array(std::mem::take(&mut self.done));
-                let kind = match object["status"].as_str() {
-                    Some("incomplete") => "response.incomplete",
-                    _ => "response.completed",
-                };
-                out.push(self.event(kind, json!({"response": object})));
-            }
+            ("job", Some("succeeded")) => self.complete(&mut out, data["result"].clone()),
             ("job", Some(ended @ ("failed" | "canceled"))) => {
                 self.void(&mut out);
                 let status = match ended {
-                    "failed" => Status::Failed(json!({
-                        "code": data["error"]["code"],
-                        "message": data["error"]["message"],
-                    })),
+                    "failed" => Status::failed(&data["error"]),
                     _ => Status::Cancelled,
                 };
                 let object = self.made.object(&status, Vec::new(), None);
-                out.push(self.event("response.failed", json!({"response": object})));
+                out.push(self.ended(object));
             }
             ("delta", _) => {
                 if let Some(reasoning) = data["reasoning"].as_str() {
@@ -140,15 +125,26 @@ impl Events {
         out
     }
 
-    /// The final event alone, with the whole `object`, of a finished response
-    /// whose events are gone (`data` is its job as a `job` event shows it).
-    pub fn final_alone(&mut self, data: &Value, object: Value) -> Vec<Event> {
-        let kind = match (data["status"].as_str(), object["status"].as_str()) {
-            (Some("succeeded"), Some("incomplete")) => "response.incomplete",
-            (Some("succeeded"), _) => "response.completed",
+    /// The last event, named after the whole `object`'s status: alone, it is
+    /// what a finished response whose events are gone sends.
+    pub fn ended(&mut self, object: Value) -> Event {
+        let kind = match object["status"].as_str() {
+            Some("completed") => "response.completed",
+            Some("incomplete") => "response.incomplete",
             _ => "response.failed",
         };
-        vec![self.event(kind, json!({"response": object}))]
+        self.event(kind, json!({"response": object}))
+    }
+
+    /// Closes the answer's message (opening an empty one if it wrote none)
+    /// and ends with `object`, its output the items this stream made.
+    fn complete(&mut self, out: &mut Vec<Event>, mut object: Value) {
+        if self.open != Some(Open::Message) {
+            self.write(out, Open::Message, "");
+        }
+        self.close(out, "completed");
+        object["output"] = Value::Array(std::mem::take(&mut self.done));
+        out.push(self.ended(object));
     }
 
     /// `response.created` and `response.in_progress`.
@@ -175,28 +171,16 @@ impl Events {
             }
             Progress::Retry { output_began, .. } if *output_began => self.void(&mut out),
             Progress::Finished(finished) => {
-                if self.open != Some(Open::Message) {
-                    self.write(&mut out, Open::Message, "");
-                }
-                self.close(&mut out, "completed");
-                let mut object = self.made.finished(finished);
-                object["output"] = Value::Array(std::mem::take(&mut self.done));
-                let kind = match object["status"].as_str() {
-                    Some("incomplete") => "response.incomplete",
-                    _ => "response.completed",
-                };
-                out.push(self.event(kind, json!({"response": object})));
+                let object = self.made.finished(finished);
+                self.complete(&mut out, object);
             }
             Progress::Failed(gave_up) => {
                 let error = ApiError::from(gave_up.clone()).body("");
-                let status = Status::Failed(json!({
-                    "code": error["error"]["code"],
-                    "message": error["error"]["message"],
-                }));
+                let status = Status::failed(&error["error"]);
                 let object = self
                     .made
                     .object(&status, std::mem::take(&mut self.done), None);
-                out.push(self.event("response.failed", json!({"response": object})));
+                out.push(self.ended(object));
             }
             Progress::Attempt(_) | Progress::Retry { .. } | Progress::Continue { .. } => {}
         }

@@ -60,6 +60,13 @@ pub enum Status {
     Failed(Value),
 }
 
+impl Status {
+    /// `failed`, with the `code` and `message` of a section 3 `error` object.
+    pub fn failed(error: &Value) -> Status {
+        Status::Failed(json!({"code": error["code"], "message": error["message"]}))
+    }
+}
+
 impl Made {
     /// A new response for `model`, repeating `echo`.
     pub fn new(model: String, echo: Echo) -> Made {
