@@ -49,7 +49,7 @@ fn router(state: AppState) -> Router {
         .route(CompletionRoute::RESPONSES, post(routes::responses::create))
         .route(
             "/v1/responses/{id}",
-            get(routes::responses_stored::retrieve),
+            get(routes::responses_stored::retrieve).delete(routes::responses_stored::delete),
         )
         .route(
             "/v1/responses/{id}/cancel",

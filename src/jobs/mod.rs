@@ -130,6 +130,17 @@ pub trait JobStore: Send + Sync {
         client: &'a str,
     ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>>;
 
+    /// Writes a job that is over already and is never run: a response made
+    /// without `background` and stored (contract 12), kept like any finished
+    /// job for `LADLE_JOB_TTL_MS`. `false`: the state file is full, nothing was
+    /// written.
+    fn keep_finished(&self, job: Job) -> BoxFuture<'_, Result<bool, StoreDown>>;
+
+    /// Forgets job `id` of `client` whatever its status (a deleted response):
+    /// whether there was one to forget.
+    fn forget<'a>(&'a self, id: &'a str, client: &'a str)
+    -> BoxFuture<'a, Result<bool, StoreDown>>;
+
     /// Cancels a job of `client` that is not over.
     fn cancel<'a>(
         &'a self,

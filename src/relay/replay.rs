@@ -20,13 +20,18 @@ use crate::idempotency::Outcome;
 /// The header of an answer from another request's run.
 pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
-/// A kept body (a `chat.completion`, or a task's `200` body), in `shape`.
+/// A kept body (a `chat.completion`, a task's `200` body, or a response
+/// object), in `shape`.
 pub fn replay(kept: &Value, shape: ResponseShape) -> Response {
     let response = match shape {
-        ResponseShape::ChatJson
-        | ResponseShape::TaskJson
-        | ResponseShape::ResponsesJson
-        | ResponseShape::ResponsesEvents => axum::Json(kept).into_response(),
+        ResponseShape::ChatJson | ResponseShape::TaskJson | ResponseShape::ResponsesJson => {
+            axum::Json(kept).into_response()
+        }
+        ResponseShape::ResponsesEvents => {
+            let events = super::responses::Events::replayed(kept.clone()).unwrap_or_default();
+            let frames: Vec<u8> = events.iter().flat_map(|e| e.frame()).collect();
+            sse(frames.into())
+        }
         ResponseShape::TaskEvents => sse(format!("event: result\ndata: {kept}\n\n").into()),
         ResponseShape::ChatStream => sse(kept_as_chunks(kept)),
     };

@@ -62,6 +62,9 @@ pub struct Call {
     pub client: String,
     /// The request's trace (a job's run starts one of its own).
     pub trace: TraceContext,
+    /// A stored Responses API response made without `background`: kept when
+    /// it ends.
+    pub keep: Option<responses::kept::ToKeep>,
 }
 
 impl Call {
@@ -159,7 +162,7 @@ pub fn task_bulkhead(app: &AppState, call: &Call) -> Option<Bulkhead> {
 /// Completes `call` and answers; `note` gathers what the request's log line adds.
 pub async fn complete(
     app: &AppState,
-    call: Call,
+    mut call: Call,
     note: &mut CompletionNote,
 ) -> Result<Response, ApiError> {
     let spec = call.spec(&app.config);
@@ -198,6 +201,7 @@ pub async fn complete(
             }
         }
     };
+    let store = app.jobs.store().clone();
     let usage = note.usage.clone();
     let (app, task) = (app.clone(), call.reply.route.task().map(str::to_owned));
     let progress = progress.inspect(move |step| {
@@ -210,5 +214,6 @@ pub async fn complete(
             }
         }
     });
+    let progress = responses::kept::keeping(store, call.keep.take(), progress);
     Ok(call.reply.answer(progress).await)
 }

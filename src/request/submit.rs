@@ -67,15 +67,40 @@ pub async fn submit(app: &AppState, submit: Submit) -> Result<(Job, bool), ApiEr
         cache_control: submit.cache_control.clone(),
         response: None,
     };
-    let client = submit.client.as_str();
-    let Some(key) = &submit.key else {
+    // A submit and a synchronous request never share a key's record.
+    let named = Named {
+        key: submit.key.as_deref(),
+        path: &format!("submit:/v1/tasks/{}", submit.task),
+        identity: &Value::Object(submit.variables),
+    };
+    create_once(app, request, &submit.client, named).await
+}
+
+/// What names a submit under its idempotency key: the key, the path and the
+/// JSON that the same submit again repeats.
+pub struct Named<'a> {
+    /// `Idempotency-Key`, if the submit has one.
+    pub key: Option<&'a str>,
+    /// The path the key's record names (never a synchronous route's).
+    pub path: &'a str,
+    /// What was asked.
+    pub identity: &'a Value,
+}
+
+/// Writes `request` as a job of `client`, once per idempotency key: the same
+/// submit again while the key is kept gets the same job back (`true`).
+pub async fn create_once(
+    app: &AppState,
+    request: JobRequest,
+    client: &str,
+    named: Named<'_>,
+) -> Result<(Job, bool), ApiError> {
+    let Some(key) = named.key else {
         return create(app, request, client, None)
             .await
             .map(|job| (job, false));
     };
-    // A submit and a synchronous request never share a key's record.
-    let path = format!("submit:/v1/tasks/{}", submit.task);
-    let fingerprint = idempotency::fingerprint(&path, &Value::Object(submit.variables), false);
+    let fingerprint = idempotency::fingerprint(named.path, named.identity, false);
     let scoped = idempotency::scoped(client, key);
     // Written with its job: found after any crash, on any replica.
     let store = app.jobs.store();

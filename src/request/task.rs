@@ -70,5 +70,6 @@ pub async fn task_call(
         cache_control: CacheControl::default(),
         client: client.to_owned(),
         trace: TraceContext::start(),
+        keep: None,
     })
 }

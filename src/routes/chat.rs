@@ -102,5 +102,6 @@ fn chat_call(
         cache_control: CacheControl::default(),
         client: headers.client,
         trace: headers.trace,
+        keep: None,
     })
 }

@@ -2,10 +2,13 @@
 //! chat-completions upstreams, answered with the response object or its events.
 //! The request is mapped to a chat body once (`request::responses`) and runs as
 //! any chat request does: deadline, retries, fallback, breakers, continuation.
+//! An `Idempotency-Key` names a create as 6.6 names a chat request (its
+//! `stream` aside); a background create's key is a job submit's (7.1).
 
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -17,10 +20,13 @@ use crate::error::ApiError;
 use crate::jobs::{JobRequest, record};
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
+use crate::relay::replay::REPLAYED;
 use crate::relay::responses::Made;
 use crate::relay::{Reply, ResponseShape};
-use crate::request::responses::Asked;
-use crate::request::{self, Call, responses, submit};
+use crate::request::responses::kept::ToKeep;
+use crate::request::responses::{Asked, RESPONSES_TASK};
+use crate::request::submit::{Named, create_once};
+use crate::request::{self, Call, responses};
 use crate::state::AppState;
 
 /// Creates a response: runs it and answers as the caller asked.
@@ -36,10 +42,18 @@ pub async fn create(
         Ok(asked) => asked,
         Err(error) => return noted(Err(error), note),
     };
+    // What names the create under its key: the body as sent, `stream` aside.
+    let identity = || {
+        let mut body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        if let Value::Object(fields) = &mut body {
+            fields.remove("stream");
+        }
+        body
+    };
     let answer = match asked.echo.background {
-        true => background(&app, asked, &request_id, headers).await,
+        true => background(&app, asked, &request_id, headers, &identity()).await,
         false => {
-            let call = responses_call(arrived, &request_id, headers, asked);
+            let call = responses_call(arrived, &request_id, headers, asked, identity);
             request::complete(&app, call, &mut note).await
         }
     };
@@ -65,6 +79,7 @@ async fn background(
     asked: Asked,
     request_id: &RequestId,
     headers: CompletionHeaders,
+    identity: &Value,
 ) -> Result<Response, ApiError> {
     let chat: Value = serde_json::from_slice(&asked.body()).unwrap_or_default();
     let stored = Made::new(asked.model, asked.echo).stored(chat, asked.input);
@@ -74,34 +89,51 @@ async fn background(
         variables: Map::new(),
         timeout_ms: headers.timeout.map(|t| t.as_millis() as u64),
         cache_control: None,
-        response: Some(stored.clone()),
+        response: Some(stored),
     };
-    let job = submit::create(app, request, &headers.client, None).await?;
-    let made = Made::for_job(&job.id, &stored)
+    let named = Named {
+        key: headers.key.as_deref(),
+        path: "submit:/v1/responses",
+        identity,
+    };
+    let (job, replayed) = create_once(app, request, &headers.client, named).await?;
+    let made = job
+        .request
+        .response
+        .as_ref()
+        .and_then(|stored| Made::for_job(&job.id, stored))
         .ok_or_else(|| ApiError::UpstreamFailed("the response could not be made".into()))?;
     tracing::info!(request_id = %request_id, response_id = %made.id, job_id = %job.id, "response created");
-    match asked.stream {
-        true => responses_stored::events(app, &job, made, None).await,
-        false => Ok(axum::Json(responses_stored::object_of(&job, &made)).into_response()),
+    let mut response = match asked.stream {
+        true => responses_stored::events(app, &job, made, None).await?,
+        false => axum::Json(responses_stored::object_of(&job, &made)).into_response(),
+    };
+    if replayed {
+        let headers = response.headers_mut();
+        headers.insert(REPLAYED, HeaderValue::from_static("true"));
     }
+    Ok(response)
 }
-
-/// The task name of a background response's job.
-pub const RESPONSES_TASK: &str = "responses";
 
 fn responses_call(
     arrived: Instant,
     request_id: &RequestId,
     headers: CompletionHeaders,
     asked: Asked,
+    identity: impl FnOnce() -> Value,
 ) -> Call {
     let shape = match asked.stream {
         true => ResponseShape::ResponsesEvents,
         false => ResponseShape::ResponsesJson,
     };
     let body = asked.body();
-    let made = Made::new(asked.model.clone(), asked.echo);
+    let made = Arc::new(Made::new(asked.model.clone(), asked.echo));
     tracing::info!(request_id = %request_id, response_id = %made.id, "response created");
+    // A plain response's job keeps no chat body: only a background run sends one.
+    let keep = made.echo.store.then(|| {
+        let stored = made.stored(Value::Null, asked.input);
+        ToKeep::new(made.clone(), stored, headers.client.clone())
+    });
     Call {
         body,
         one_choice: true,
@@ -111,17 +143,16 @@ fn responses_call(
             route: CompletionRoute::Responses,
             model: asked.model,
             keep_alive: None,
-            made: Some(Arc::new(made)),
+            made: Some(made),
         },
         arrived,
         timeout: headers.timeout,
-        // Stored responses (and with them a repeat's answer) come with the
-        // jobs' store: a key is not applied here yet.
-        key: None,
+        key: headers.key.map(|key| (key, identity())),
         prompt: None,
         cache_key: None,
         cache_control: CacheControl::default(),
         client: headers.client,
         trace: headers.trace,
+        keep,
     }
 }

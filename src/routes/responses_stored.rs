@@ -1,7 +1,7 @@
-//! A background response after its create (contract 12): `GET
+//! A stored response after its create (contract 12): `GET
 //! /v1/responses/{id}` (the object, or with `?stream=true` its events, resumed
-//! after `starting_after`), and its cancel. A background response is a job whose
-//! id is the response's (`resp_X` ↔ `job_X`); its events are the job's log,
+//! after `starting_after`), its cancel and its delete. A stored response is a
+//! job whose id is the response's (`resp_X` ↔ `job_X`); its events are the job's log,
 //! rendered in order from the start by one `Events`, so a sequence number names
 //! the same event on every replica and every read.
 
@@ -60,6 +60,12 @@ pub async fn retrieve(
     if !streamed {
         return Ok(axum::Json(object_of(&job, &made)).into_response());
     }
+    if !made.echo.background {
+        return Err(ApiError::InvalidRequest(
+            "only a background response's events are kept: retrieve this one without `stream`"
+                .into(),
+        ));
+    }
     events(&app, &job, made, after).await
 }
 
@@ -86,6 +92,33 @@ pub async fn cancel(
         }
     };
     Ok(axum::Json(object_of(&job, &made)).into_response())
+}
+
+/// `DELETE /v1/responses/{id}`: forgotten (one still running is canceled
+/// first, so its run stops). A background response's event log can no longer
+/// be reached (every read finds the job first) and goes at its
+/// `LADLE_STREAM_TTL_MS`.
+pub async fn delete(
+    State(app): State<AppState>,
+    ClientName(client): ClientName,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let (job, made) = response_job(&app, id, &client).await?;
+    let store = app.jobs.store();
+    let down = |_| ApiError::StoreUnavailable;
+    if !job.status.finished()
+        && let Canceled::Now(moved) = store
+            .cancel(&job.id, &client, unix_millis())
+            .await
+            .map_err(down)?
+    {
+        app.jobs.canceled(&moved).await;
+    }
+    if !store.forget(&job.id, &client).await.map_err(down)? {
+        return Err(not_found());
+    }
+    let deleted = serde_json::json!({"id": made.id, "object": "response.deleted", "deleted": true});
+    Ok(axum::Json(deleted).into_response())
 }
 
 fn not_found() -> ApiError {

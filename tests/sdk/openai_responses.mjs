@@ -78,5 +78,18 @@ async function failed() {
   }
 }
 
-const scenarios = { create, stream, background, failed };
+async function deleted() {
+  const response = await client.responses.create({ model, input: "番茄炒蛋怎么做？" });
+  const retrieved = await client.responses.retrieve(response.id);
+  const gone = await client.responses.delete(response.id);
+  let after = 200;
+  try {
+    await client.responses.retrieve(response.id);
+  } catch (error) {
+    after = error.status;
+  }
+  return { retrieved: retrieved.output_text, deleted: gone ?? null, after };
+}
+
+const scenarios = { create, stream, background, failed, deleted };
 console.log(JSON.stringify(await scenarios[process.argv[2]]()));

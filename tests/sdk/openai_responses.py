@@ -162,7 +162,59 @@ def previous():
     }
 
 
+def status_of(call):
+    """The HTTP status a call ends with: 200, or the status error's."""
+    try:
+        call()
+    except openai.APIStatusError as error:
+        return error.status_code
+    return 200
+
+
+def stored():
+    first = client.responses.create(model=MODEL, input="番茄炒蛋怎么做？", instructions="只说中文")
+    retrieved = client.responses.retrieve(first.id)
+    second = client.responses.create(
+        model=MODEL, input="再简单一点", previous_response_id=first.id, stream=True
+    )
+    second_id = None
+    for event in second:
+        if event.type == "response.completed":
+            second_id = event.response.id
+    # Retrieved the moment its stream ended: it was kept before its last event.
+    second_retrieved = client.responses.retrieve(second_id)
+    unstored = client.responses.create(model=MODEL, input="x", store=False)
+    stream_of_a_plain_one = status_of(lambda: list(client.responses.retrieve(first.id, stream=True)))
+    deleted = client.responses.delete(first.id)
+    return {
+        "first_status": first.status,
+        "retrieved_status": retrieved.status,
+        "retrieved_equal": retrieved.model_dump() == first.model_dump(),
+        "second_text": second_retrieved.output_text,
+        "second_previous": second_retrieved.previous_response_id,
+        "first_id": first.id,
+        "stream_of_a_plain_one": stream_of_a_plain_one,
+        "unstored_retrieve": status_of(lambda: client.responses.retrieve(unstored.id)),
+        "deleted": deleted,
+        "retrieve_after_delete": status_of(lambda: client.responses.retrieve(first.id)),
+        "delete_again": status_of(lambda: client.responses.delete(first.id)),
+        "second_still_there": status_of(lambda: client.responses.retrieve(second_id)),
+    }
+
+
+def deleted():
+    response = client.responses.create(model=MODEL, input="番茄炒蛋怎么做？", background=True)
+    client.responses.delete(response.id)
+    return {
+        "created": response.status,
+        "retrieve_after_delete": status_of(lambda: client.responses.retrieve(response.id)),
+        "cancel_after_delete": status_of(lambda: client.responses.cancel(response.id)),
+    }
+
+
 SCENARIOS = {
+    "stored": stored,
+    "deleted": deleted,
     "previous": previous,
     "background": background,
     "cancel": cancel,

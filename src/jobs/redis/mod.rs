@@ -28,6 +28,7 @@
 //! (operations.md: `--appendonly yes`).
 
 mod fields;
+mod kept;
 mod quarantine;
 mod redeliver;
 mod scripts;

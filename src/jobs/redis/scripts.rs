@@ -362,6 +362,7 @@ pub(super) struct Scripts {
     pub(super) quarantine: Script,
     pub(super) redeliver: Script,
     pub(super) final_event: Script,
+    pub(super) forget: Script,
 }
 
 impl Scripts {
@@ -378,6 +379,7 @@ impl Scripts {
             quarantine: Script::new(QUARANTINE),
             redeliver: Script::new(REDELIVER),
             final_event: Script::new(FINAL_EVENT),
+            forget: Script::new(super::kept::FORGET),
         }
     }
 }

@@ -99,6 +99,18 @@ impl JobStore for RedisJobs {
         })
     }
 
+    fn keep_finished(&self, job: Job) -> BoxFuture<'_, Result<bool, StoreDown>> {
+        Box::pin(self.write_finished(job))
+    }
+
+    fn forget<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreDown>> {
+        Box::pin(self.forget_job(id, client))
+    }
+
     fn claim<'a>(
         &'a self,
         now: u64,

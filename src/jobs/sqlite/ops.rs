@@ -23,9 +23,7 @@ impl JobStore for SqliteJobs {
         max_queued: u64,
         client_max: Option<u32>,
     ) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
-        let max_bytes = self.max_bytes;
-        // The request's text is most of what the row adds.
-        let adding = serde_json::to_vec(&job.request).map_or(0, |text| text.len());
+        let (max_bytes, adding) = (self.max_bytes, job_bytes(&job));
         self.call(move |tx, tally| {
             if tally.unfinished >= max_queued {
                 return Ok(Submitted::Full);
@@ -107,6 +105,36 @@ impl JobStore for SqliteJobs {
             let moved = moved(webhooks, job, JobStatus::Canceled, now, tally);
             rows::write(tx, &moved.job)?;
             Ok(Canceled::Now(moved))
+        })
+    }
+
+    fn keep_finished(&self, job: Job) -> BoxFuture<'_, Result<bool, StoreDown>> {
+        let (max_bytes, adding) = (self.max_bytes, job_bytes(&job));
+        self.call(move |tx, _| {
+            if !state_file::has_room(tx, max_bytes, adding)? {
+                return Ok(false);
+            }
+            rows::write(tx, &job)?;
+            Ok(true)
+        })
+    }
+
+    fn forget<'a>(
+        &'a self,
+        id: &'a str,
+        client: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreDown>> {
+        let (id, client, webhooks) = (id.to_owned(), client.to_owned(), self.webhooks);
+        self.call(move |tx, tally| {
+            let Some(job) = find(tx, &id, webhooks, tally)?.filter(|j| j.client == client) else {
+                return Ok(false);
+            };
+            tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
+                .execute(params![id])?;
+            if !job.status.finished() {
+                tally.unfinished = tally.unfinished.saturating_sub(1);
+            }
+            Ok(true)
         })
     }
 
@@ -351,4 +379,11 @@ impl JobStore for SqliteJobs {
             Ok(())
         })
     }
+}
+
+/// About what a job's row adds to the state file: its request's and result's
+/// text are most of it.
+fn job_bytes(job: &Job) -> usize {
+    let text = |value: Option<&serde_json::Value>| value.map_or(0, |v| v.to_string().len());
+    serde_json::to_vec(&job.request).map_or(0, |text| text.len()) + text(job.result.as_ref())
 }

@@ -147,6 +147,24 @@ impl Events {
         out.push(self.ended(object));
     }
 
+    /// Every event of a finished response whose whole `object` was kept,
+    /// from `response.created` on (a repeat under its idempotency key): its
+    /// items written as one delta each.
+    pub fn replayed(object: Value) -> Option<Vec<Event>> {
+        let mut events = Events::new(Made::of_object(&object)?);
+        let mut out = events.start();
+        for item in object["output"].as_array().into_iter().flatten() {
+            let kind = match item["type"].as_str() {
+                Some("reasoning") => Open::Reasoning,
+                _ => Open::Message,
+            };
+            let text = item["content"][0]["text"].as_str().unwrap_or_default();
+            events.write(&mut out, kind, text);
+        }
+        events.complete(&mut out, object);
+        Some(out)
+    }
+
     /// `response.created` and `response.in_progress`.
     pub fn start(&mut self) -> Vec<Event> {
         let object = self.made.object(&Status::InProgress, Vec::new(), None);

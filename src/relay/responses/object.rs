@@ -33,7 +33,7 @@ pub struct Echo {
 /// One response: what stays the same from `response.created` to its end.
 #[derive(Debug, Clone)]
 pub struct Made {
-    /// `resp_` and 32 hex digits (122 random bits).
+    /// `resp_` and 22 characters of `[A-Za-z0-9]` (122 random bits).
     pub id: String,
     /// Unix seconds.
     pub created_at: u64,
@@ -68,10 +68,12 @@ impl Status {
 }
 
 impl Made {
-    /// A new response for `model`, repeating `echo`.
+    /// A new response for `model`, repeating `echo`. Its id is the id of the
+    /// job it is kept as (`job_X` ↔ `resp_X`): 22 characters from 122 random
+    /// bits.
     pub fn new(model: String, echo: Echo) -> Made {
         Made {
-            id: format!("resp_{}", uuid::Uuid::new_v4().simple()),
+            id: format!("resp_{}", &crate::jobs::ids::fresh()["job_".len()..]),
             created_at: super::super::wire::unix_seconds(),
             model,
             echo,
@@ -85,6 +87,16 @@ impl Made {
             created_at: stored["created_at"].as_u64()?,
             model: stored["model"].as_str()?.to_owned(),
             echo: serde_json::from_value(stored["echo"].clone()).ok()?,
+        })
+    }
+
+    /// The response a whole object was made by (a kept one, replayed).
+    pub fn of_object(object: &Value) -> Option<Made> {
+        Some(Made {
+            id: object["id"].as_str()?.to_owned(),
+            created_at: object["created_at"].as_u64()?,
+            model: object["model"].as_str()?.to_owned(),
+            echo: serde_json::from_value(object.clone()).ok()?,
         })
     }
 

@@ -5,6 +5,7 @@
 
 mod models;
 mod responses;
+mod responses_stored;
 mod sdk;
 mod statuses;
 mod streamed;

@@ -1,6 +1,7 @@
 //! A background response across replicas (contract 12 on 11.1–11.2): created
 //! on A, its events resumed on B after the sequence number seen on A, and its
-//! object read on B, all through the job's Redis stream.
+//! object read on B, all through the job's Redis stream; and a plain stored
+//! response read, gone on from and deleted on the other replica.
 
 use std::time::Duration;
 
@@ -58,4 +59,36 @@ async fn a_background_response_made_on_one_replica_is_resumed_and_read_on_the_ot
         object["output"][0]["content"][0]["text"],
         "番茄炒蛋，先炒蛋"
     );
+}
+
+#[tokio::test]
+async fn a_plain_response_stored_on_one_replica_is_gone_on_from_and_deleted_on_the_other() {
+    let redis = RedisServer::start().await;
+    let upstream = MockUpstream::start().await;
+    upstream.push([sse_answer(&["先炒蛋"]), sse_answer(&["再炒番茄"])]);
+    let a = Gateway::replica(&redis, &upstream).start().await;
+    let b = Gateway::replica(&redis, &upstream).start().await;
+    let first = json_of(
+        a.post("/v1/responses", &json!({"input": "番茄炒蛋怎么做？"}))
+            .await,
+    )
+    .await;
+    let id = first["id"].as_str().expect("an id").to_owned();
+    assert_eq!(
+        json_of(b.get(&format!("/v1/responses/{id}")).await).await,
+        first
+    );
+    let next = json!({"input": "然后呢？", "previous_response_id": id});
+    let second = json_of(b.post("/v1/responses", &next).await).await;
+    assert_eq!(second["status"], "completed", "{second}");
+    assert_eq!(
+        upstream.requests()[1].body["messages"],
+        json!([{"role": "user", "content": "番茄炒蛋怎么做？"},
+               {"role": "assistant", "content": "先炒蛋"},
+               {"role": "user", "content": "然后呢？"}])
+    );
+    let deleted = json_of(b.delete(&format!("/v1/responses/{id}")).await).await;
+    assert_eq!(deleted["deleted"], true, "{deleted}");
+    let (status, _) = error_of(a.get(&format!("/v1/responses/{id}")).await).await;
+    assert_eq!(status, 404, "deleted for the whole fleet");
 }
