@@ -24,6 +24,8 @@ pub struct CompletionNote {
     pub cache: Option<LateWord>,
     /// The answer's usage, once it is known (a stream's comes at its end).
     pub usage: LateUsage,
+    /// A Responses API create's response id.
+    pub response_id: Option<String>,
 }
 
 /// The prompt and completion tokens of a request's answer, when the upstream

@@ -334,6 +334,7 @@ impl Drop for Record {
                         .map(|d| (d.at - d.started).as_millis() as u64),
                     idempotency_key = note.and_then(|n| n.idempotency_key.as_deref()),
                     idempotency = note.and_then(|n| n.idempotency),
+                    response_id = note.and_then(|n| n.response_id.as_deref()),
                     client,
                     cache = note.and_then(|n| n.cache.as_ref()?.word()),
                     prompt_tokens,

@@ -51,9 +51,10 @@ pub async fn create(
         body
     };
     let answer = match asked.echo.background {
-        true => background(&app, asked, &request_id, headers, &identity()).await,
+        true => background(&app, asked, headers, &identity(), &mut note).await,
         false => {
             let call = responses_call(arrived, &request_id, headers, asked, identity);
+            note.response_id = call.reply.made.as_ref().map(|made| made.id.clone());
             request::complete(&app, call, &mut note).await
         }
     };
@@ -77,9 +78,9 @@ async fn asked(app: &AppState, bytes: &[u8], client: &str) -> Result<Asked, ApiE
 async fn background(
     app: &AppState,
     asked: Asked,
-    request_id: &RequestId,
     headers: CompletionHeaders,
     identity: &Value,
+    note: &mut CompletionNote,
 ) -> Result<Response, ApiError> {
     let chat: Value = serde_json::from_slice(&asked.body()).unwrap_or_default();
     let stored = Made::new(asked.model, asked.echo).stored(chat, asked.input);
@@ -103,7 +104,7 @@ async fn background(
         .as_ref()
         .and_then(|stored| Made::for_job(&job.id, stored))
         .ok_or_else(|| ApiError::UpstreamFailed("the response could not be made".into()))?;
-    tracing::info!(request_id = %request_id, response_id = %made.id, job_id = %job.id, "response created");
+    note.response_id = Some(made.id.clone());
     let mut response = match asked.stream {
         true => responses_stored::events(app, &job, made, None).await?,
         false => axum::Json(responses_stored::object_of(&job, &made)).into_response(),
@@ -128,7 +129,6 @@ fn responses_call(
     };
     let body = asked.body();
     let made = Arc::new(Made::new(asked.model.clone(), asked.echo));
-    tracing::info!(request_id = %request_id, response_id = %made.id, "response created");
     // A plain response's job keeps no chat body: only a background run sends one.
     let keep = made.echo.store.then(|| {
         let stored = made.stored(Value::Null, asked.input);

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::sdk::{oracle_of, run_oracle};
 use crate::support::mock_upstream::*;
+use crate::support::process::LadleProcess;
 use crate::support::*;
 
 #[tokio::test]
@@ -187,4 +188,27 @@ async fn node_the_sdk_deletes_a_stored_response() {
     let parsed = run_oracle("node", "openai_responses.mjs", &app, "deleted").await;
     assert_eq!(parsed["retrieved"], "番茄炒蛋", "{parsed}");
     assert_eq!(parsed["after"], 404);
+}
+
+#[tokio::test]
+async fn the_request_line_names_the_response_id() {
+    let mock = MockUpstream::start().await;
+    mock.fallback(sse_answer(&["番茄炒蛋"]));
+    let mut ladle = LadleProcess::start(&mock.url, &[]).await;
+    let mut ids = Vec::new();
+    for (request_id, background) in [("resp-plain", false), ("resp-background", true)] {
+        let body = json!({"input": "番茄炒蛋怎么做？", "background": background});
+        let sent = ladle
+            .post_request("/v1/responses", &body)
+            .header("x-request-id", request_id);
+        let object: Value = sent.send().await.expect("sent").json().await.expect("JSON");
+        ids.push((request_id, object["id"].clone()));
+    }
+    ladle.terminate();
+    ladle.exited(std::time::Duration::from_secs(5)).await;
+    for (request_id, id) in ids {
+        let lines = ladle.lines_of(request_id, "request answered");
+        assert_eq!(lines.len(), 1, "{request_id}");
+        assert_eq!(lines[0]["response_id"], id, "{request_id}");
+    }
 }
