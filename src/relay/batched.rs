@@ -1,4 +1,6 @@
-//! A committed OpenAI stream's bytes, written in as few writes as the chunks allow.
+//! A committed stream's bytes, written in as few writes as the chunks allow: an
+//! OpenAI chunk stream's, and a Responses event stream's (`write` frames each
+//! step).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -20,13 +22,12 @@ use crate::ops::facts::LateWord;
 /// answer, the finish chunk and `[DONE]`) would be parsed before the first word
 /// left. Time to first output is what a user waits on; it costs one more write
 /// when more than the first chunk was waiting.
-pub struct Batched<P> {
+pub struct Batched<P, W> {
     progress: P,
+    /// Frames each step into the buffer.
+    write: W,
     /// Frames not yet handed out (first, the events held before the commit).
     out: BytesMut,
-    request_id: String,
-    /// Told the code of an error event that ends the stream, for the request's log.
-    failed: LateWord,
     ended: bool,
     commit: Commit,
     gather: Gather,
@@ -114,7 +115,11 @@ enum Commit {
 /// Most steps joined into one write.
 const MAX_BATCH: usize = 32;
 
-impl<P: Stream<Item = Step> + Unpin> Stream for Batched<P> {
+impl<P, W> Stream for Batched<P, W>
+where
+    P: Stream + Unpin,
+    W: Frames<P::Item> + Unpin,
+{
     type Item = Bytes;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
@@ -135,12 +140,7 @@ impl<P: Stream<Item = Step> + Unpin> Stream for Batched<P> {
         let mut pending = false;
         while !this.ended && steps < MAX_BATCH {
             match this.progress.poll_next_unpin(cx) {
-                Poll::Ready(Some(step)) => {
-                    if let Step::Failed(error) = &step {
-                        this.failed.set(error.code());
-                    }
-                    put_after_commit(&mut this.out, step, &this.request_id);
-                }
+                Poll::Ready(Some(step)) => this.write.put(&mut this.out, step),
                 Poll::Ready(None) => this.ended = true,
                 Poll::Pending => {
                     pending = true;
@@ -167,27 +167,45 @@ impl<P: Stream<Item = Step> + Unpin> Stream for Batched<P> {
     }
 }
 
-/// Writes what a committed stream sends for a later step.
-fn put_after_commit(out: &mut BytesMut, step: Step, request_id: &str) {
-    match step {
-        Step::Hold(raw) | Step::Output(raw) => put_event(out, &raw),
-        Step::End(last) => out.extend_from_slice(&last),
-        Step::Failed(error) => put_event(out, error.body(request_id).to_string().as_bytes()),
-        // The policy never retries a committed stream, so no new attempt
-        // follows but a continuation, whose chunks simply go on.
-        Step::Attempt(_) | Step::Void | Step::Continued => {}
+/// What frames each step of a committed stream into its buffer.
+pub trait Frames<T> {
+    /// Writes what `step` sends (perhaps nothing) into `out`.
+    fn put(&mut self, out: &mut BytesMut, step: T);
+}
+
+/// The frames of a committed OpenAI stream's later steps.
+pub struct Chunks {
+    /// Named in an error event's body.
+    pub request_id: String,
+    /// Told the code of an error event that ends the stream, for the request's log.
+    pub failed: LateWord,
+}
+
+impl Frames<Step> for Chunks {
+    fn put(&mut self, out: &mut BytesMut, step: Step) {
+        match step {
+            Step::Hold(raw) | Step::Output(raw) => put_event(out, &raw),
+            Step::End(last) => out.extend_from_slice(&last),
+            Step::Failed(error) => {
+                self.failed.set(error.code());
+                put_event(out, error.body(&self.request_id).to_string().as_bytes());
+            }
+            // The policy never retries a committed stream, so no new attempt
+            // follows but a continuation, whose chunks simply go on.
+            Step::Attempt(_) | Step::Void | Step::Continued => {}
+        }
     }
 }
 
-impl<P> Batched<P> {
+impl<P, W> Batched<P, W> {
     /// The stream after its commit point: `held` (the events up to and including
-    /// the first output) goes out first, alone.
-    pub fn new(progress: P, held: BytesMut, request_id: String, failed: LateWord) -> Self {
+    /// the first output) goes out first, alone; each later step is framed by
+    /// `write`.
+    pub fn new(progress: P, held: BytesMut, write: W) -> Self {
         Batched {
             progress,
+            write,
             out: held,
-            request_id,
-            failed,
             ended: false,
             commit: Commit::Unsent,
             gather: Gather::default(),
@@ -229,9 +247,11 @@ mod tests {
         put_event(&mut held, b"{\"n\":1}");
         let mut body = Batched {
             progress: Box::pin(waiting),
+            write: Chunks {
+                request_id: "r".into(),
+                failed: LateWord::default(),
+            },
             out: held,
-            request_id: "r".into(),
-            failed: LateWord::default(),
             ended: false,
             commit: Commit::Unsent,
             gather: Gather::default(),
@@ -276,12 +296,14 @@ mod tests {
 
     fn committed(
         progress: impl Stream<Item = Step> + Unpin,
-    ) -> Batched<impl Stream<Item = Step> + Unpin> {
+    ) -> Batched<impl Stream<Item = Step> + Unpin, Chunks> {
         Batched {
             progress,
+            write: Chunks {
+                request_id: "r".into(),
+                failed: LateWord::default(),
+            },
             out: BytesMut::new(),
-            request_id: "r".into(),
-            failed: LateWord::default(),
             ended: false,
             commit: Commit::Out,
             gather: Gather::default(),

@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
 pub use super::step::Step;
 
-use super::batched::Batched;
+use super::batched::{Batched, Chunks};
 use super::wire::{COMMENT, put_event};
 use crate::error::ApiError;
 use crate::ops::facts::LateWord;
@@ -95,7 +95,11 @@ where
             Held::Waiting => {}
             Held::Commit => {
                 let failed = LateWord::default();
-                let body = Batched::new(steps, held, request_id, failed.clone());
+                let write = Chunks {
+                    request_id,
+                    failed: failed.clone(),
+                };
+                let body = Batched::new(steps, held, write);
                 return sse(body.boxed(), failed);
             }
             Held::End => {
@@ -129,7 +133,7 @@ struct Commented<S> {
     timer: Pin<Box<Sleep>>,
     /// The first comment goes out at once: the silence has already lasted.
     first: bool,
-    committed: Option<Batched<S>>,
+    committed: Option<Batched<S, Chunks>>,
     over: bool,
 }
 
@@ -181,8 +185,11 @@ impl<S: Stream<Item = Step> + Unpin> Stream for Commented<S> {
                         break;
                     };
                     let held = this.held.split();
-                    let (id, failed) = (this.request_id.clone(), this.failed.clone());
-                    let committed = this.committed.insert(Batched::new(steps, held, id, failed));
+                    let write = Chunks {
+                        request_id: this.request_id.clone(),
+                        failed: this.failed.clone(),
+                    };
+                    let committed = this.committed.insert(Batched::new(steps, held, write));
                     return committed.poll_next_unpin(cx);
                 }
                 Held::End => {

@@ -1,7 +1,8 @@
 //! The Responses API against the chat route (issue 35): the same 20-chunk
 //! upstream stream asked for through `POST /v1/chat/completions` and through a
-//! streamed `POST /v1/responses`, in one run, rounds alternating. What is
-//! compared is ladle's CPU per stream and the time to the first delta.
+//! streamed `POST /v1/responses` (stored, the default, and with `store: false`),
+//! in one run, rounds alternating. What is compared is ladle's CPU per stream and
+//! the time to the first delta.
 
 use std::time::Instant;
 
@@ -26,10 +27,11 @@ struct Route {
     errors: usize,
 }
 
-/// Both routes.
+/// Every route.
 pub struct Compared {
     chat: Route,
     responses: Route,
+    unstored: Route,
 }
 
 /// Runs both routes through one ladle in front of a mock of its own, which
@@ -49,19 +51,28 @@ pub async fn run(ticks: u64) -> Result<Compared, String> {
         format!("http://{}/v1/responses", ladle.addr),
         Bytes::from_static(br#"{"model":"m","stream":true,"input":"bench"}"#),
     );
+    let unstored = (
+        responses.0.clone(),
+        Bytes::from_static(br#"{"model":"m","stream":true,"store":false,"input":"bench"}"#),
+    );
     let mut compared = Compared {
         chat: Route::new(),
         responses: Route::new(),
+        unstored: Route::new(),
     };
-    // Both warmed first.
-    for route in [&chat, &responses] {
+    // Every one warmed first.
+    for route in [&chat, &responses, &unstored] {
         round(&client, &ladle, route, ticks, 50).await;
     }
     for _ in 0..ROUNDS {
-        let (cpu, firsts, errors) = round(&client, &ladle, &chat, ticks, STREAMS).await;
-        compared.chat.add(cpu, firsts, errors);
-        let (cpu, firsts, errors) = round(&client, &ladle, &responses, ticks, STREAMS).await;
-        compared.responses.add(cpu, firsts, errors);
+        for (route, figures) in [
+            (&chat, &mut compared.chat),
+            (&responses, &mut compared.responses),
+            (&unstored, &mut compared.unstored),
+        ] {
+            let (cpu, firsts, errors) = round(&client, &ladle, route, ticks, STREAMS).await;
+            figures.add(cpu, firsts, errors);
+        }
     }
     Ok(compared)
 }
@@ -151,23 +162,29 @@ impl Route {
 impl Compared {
     /// The report's section.
     pub fn render(&self) -> String {
-        let (chat_cpu, resp_cpu) = (
-            Route::median(&self.chat.cpu_ms),
-            Route::median(&self.responses.cpu_ms),
-        );
-        let (chat_first, resp_first) = (
-            Route::median(&self.chat.first_delta_ms),
-            Route::median(&self.responses.first_delta_ms),
-        );
-        format!(
+        let chat_cpu = Route::median(&self.chat.cpu_ms);
+        let chat_first = Route::median(&self.chat.first_delta_ms);
+        let mut text = format!(
             "### A streamed Responses create against the chat route ({ROUNDS} rounds of {STREAMS} 20-chunk streams, {CONCURRENCY} at once)\n\n\
              | route | CPU ms/stream | first delta p50 ms | errors |\n|---|---|---|---|\n\
-             | chat | {chat_cpu:.3} | {chat_first:.3} | {} |\n\
-             | responses | {resp_cpu:.3} ({:.2}×) | {resp_first:.3} ({:.2}×) | {} |\n",
+             | chat | {chat_cpu:.3} | {chat_first:.3} | {} |\n",
             self.chat.errors,
-            resp_cpu / chat_cpu,
-            resp_first / chat_first,
-            self.responses.errors,
-        )
+        );
+        for (name, route) in [
+            ("responses (stored)", &self.responses),
+            ("responses (`store: false`)", &self.unstored),
+        ] {
+            let (cpu, first) = (
+                Route::median(&route.cpu_ms),
+                Route::median(&route.first_delta_ms),
+            );
+            text.push_str(&format!(
+                "| {name} | {cpu:.3} ({:.2}×) | {first:.3} ({:.2}×) | {} |\n",
+                cpu / chat_cpu,
+                first / chat_first,
+                route.errors,
+            ));
+        }
+        text
     }
 }

@@ -10,28 +10,42 @@ use super::object::{Made, Status, item_id, message_item, reasoning_item, text_pa
 use crate::engine::completion::Progress;
 use crate::error::ApiError;
 
-/// One event: its `type`, its number and its data's JSON text (which repeats
-/// both), written once.
+/// One event: its `type`, its number and its SSE frame, written once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// The `type`, also the SSE `event:` name.
     pub kind: &'static str,
     /// Its `sequence_number`.
     pub sequence: u64,
-    /// The data's JSON text, `type` and `sequence_number` included.
-    pub data: String,
+    /// `event:` and `data:` lines (the data's JSON text has no newline).
+    frame: bytes::Bytes,
 }
 
 impl Event {
-    /// The SSE frame: `event:` and `data:` lines (JSON text has no newline).
+    /// The event whose data's JSON text `write` writes (its `type` and
+    /// `sequence_number` included), framed as it is written.
+    fn framed(
+        kind: &'static str,
+        sequence: u64,
+        size: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Event {
+        let mut frame = Vec::with_capacity(size + kind.len() + 16);
+        frame.extend_from_slice(b"event: ");
+        frame.extend_from_slice(kind.as_bytes());
+        frame.extend_from_slice(b"\ndata: ");
+        write(&mut frame);
+        frame.extend_from_slice(b"\n\n");
+        Event {
+            kind,
+            sequence,
+            frame: frame.into(),
+        }
+    }
+
+    /// The SSE frame.
     pub fn frame(&self) -> bytes::Bytes {
-        let mut frame = String::with_capacity(self.data.len() + self.kind.len() + 16);
-        frame.push_str("event: ");
-        frame.push_str(self.kind);
-        frame.push_str("\ndata: ");
-        frame.push_str(&self.data);
-        frame.push_str("\n\n");
-        frame.into()
+        self.frame.clone()
     }
 }
 
@@ -53,6 +67,8 @@ pub struct Events {
     open: Option<Open>,
     index: usize,
     text: String,
+    /// The open item's id.
+    open_id: String,
     /// Whether any output item has begun (the commit point of a stream).
     output_began: bool,
     /// Whether `response.created` went out (a job log's first event).
@@ -69,6 +85,7 @@ impl Events {
             open: None,
             index: 0,
             text: String::new(),
+            open_id: String::new(),
             output_began: false,
             created: false,
         }
@@ -88,18 +105,18 @@ impl Events {
         match (name, data["status"].as_str()) {
             ("job", Some("queued")) if !self.created => {
                 self.created = true;
-                let object = self.made.object(&Status::Queued, Vec::new(), None);
-                out.push(self.event("response.created", json!({"response": object})));
-                out.push(self.event("response.queued", json!({"response": object})));
+                let object = self.made.object_text(&Status::Queued, "[]", None);
+                out.push(self.carrying("response.created", &object));
+                out.push(self.carrying("response.queued", &object));
             }
             ("job", Some("queued" | "retry_wait")) => {
                 self.void(&mut out);
-                let object = self.made.object(&Status::Queued, Vec::new(), None);
-                out.push(self.event("response.queued", json!({"response": object})));
+                let object = self.made.object_text(&Status::Queued, "[]", None);
+                out.push(self.carrying("response.queued", &object));
             }
             ("job", Some("running")) => {
-                let object = self.made.object(&Status::InProgress, Vec::new(), None);
-                out.push(self.event("response.in_progress", json!({"response": object})));
+                let object = self.made.object_text(&Status::InProgress, "[]", None);
+                out.push(self.carrying("response.in_progress", &object));
             }
             ("job", Some("succeeded")) => self.complete(&mut out, data["result"].clone()),
             ("job", Some(ended @ ("failed" | "canceled"))) => {
@@ -108,8 +125,8 @@ impl Events {
                     "failed" => Status::failed(&data["error"]),
                     _ => Status::Cancelled,
                 };
-                let object = self.made.object(&status, Vec::new(), None);
-                out.push(self.ended(object));
+                let object = self.made.object_text(&status, "[]", None);
+                out.push(self.last(status.name(), &object));
             }
             ("delta", _) => {
                 if let Some(reasoning) = data["reasoning"].as_str() {
@@ -128,23 +145,52 @@ impl Events {
     /// The last event, named after the whole `object`'s status: alone, it is
     /// what a finished response whose events are gone sends.
     pub fn ended(&mut self, object: Value) -> Event {
-        let kind = match object["status"].as_str() {
-            Some("completed") => "response.completed",
-            Some("incomplete") => "response.incomplete",
+        let status = object["status"].as_str().unwrap_or_default().to_owned();
+        self.last(&status, &object.to_string())
+    }
+
+    /// The last event of an object in `status`, given as its JSON text.
+    fn last(&mut self, status: &str, object: &str) -> Event {
+        let kind = match status {
+            "completed" => "response.completed",
+            "incomplete" => "response.incomplete",
             _ => "response.failed",
         };
-        self.event(kind, json!({"response": object}))
+        self.carrying(kind, object)
     }
 
     /// Closes the answer's message (opening an empty one if it wrote none)
     /// and ends with `object`, its output the items this stream made.
     fn complete(&mut self, out: &mut Vec<Event>, mut object: Value) {
+        self.close_answer(out);
+        object["output"] = Value::Array(std::mem::take(&mut self.done));
+        out.push(self.ended(object));
+    }
+
+    /// Closes the answer's message, opening an empty one if it wrote none.
+    fn close_answer(&mut self, out: &mut Vec<Event>) {
         if self.open != Some(Open::Message) {
             self.write(out, Open::Message, "");
         }
         self.close(out, "completed");
-        object["output"] = Value::Array(std::mem::take(&mut self.done));
-        out.push(self.ended(object));
+    }
+
+    /// The object in `status`, with the items done so far, as JSON text.
+    fn object_now(&mut self, status: &Status, usage: Option<&Value>) -> String {
+        let output = Value::Array(std::mem::take(&mut self.done)).to_string();
+        self.made.object_text(status, &output, usage)
+    }
+
+    /// An event whose data is the object (`{"response": …}`), given as text.
+    fn carrying(&mut self, kind: &'static str, object: &str) -> Event {
+        let sequence = self.sequence;
+        self.sequence += 1;
+        Event::framed(kind, sequence, object.len() + 64, |frame| {
+            frame.extend_from_slice(b"{\"response\":");
+            frame.extend_from_slice(object.as_bytes());
+            let tail = format!(r#","type":"{kind}","sequence_number":{sequence}}}"#);
+            frame.extend_from_slice(tail.as_bytes());
+        })
     }
 
     /// Every event of a finished response whose whole `object` was kept,
@@ -167,10 +213,10 @@ impl Events {
 
     /// `response.created` and `response.in_progress`.
     pub fn start(&mut self) -> Vec<Event> {
-        let object = self.made.object(&Status::InProgress, Vec::new(), None);
+        let object = self.made.object_text(&Status::InProgress, "[]", None);
         vec![
-            self.event("response.created", json!({"response": object})),
-            self.event("response.in_progress", json!({"response": object})),
+            self.carrying("response.created", &object),
+            self.carrying("response.in_progress", &object),
         ]
     }
 
@@ -189,16 +235,16 @@ impl Events {
             }
             Progress::Retry { output_began, .. } if *output_began => self.void(&mut out),
             Progress::Finished(finished) => {
-                let object = self.made.finished(finished);
-                self.complete(&mut out, object);
+                self.close_answer(&mut out);
+                let status = Made::ended_as(finished);
+                let object = self.object_now(&status, finished.usage.as_ref());
+                out.push(self.last(status.name(), &object));
             }
             Progress::Failed(gave_up) => {
                 let error = ApiError::from(gave_up.clone()).body("");
                 let status = Status::failed(&error["error"]);
-                let object = self
-                    .made
-                    .object(&status, std::mem::take(&mut self.done), None);
-                out.push(self.ended(object));
+                let object = self.object_now(&status, None);
+                out.push(self.last(status.name(), &object));
             }
             Progress::Attempt(_) | Progress::Retry { .. } | Progress::Continue { .. } => {}
         }
@@ -228,19 +274,18 @@ impl Events {
             Open::Reasoning => ("response.reasoning_text.delta", ""),
             Open::Message => ("response.output_text.delta", r#","logprobs":[]"#),
         };
-        let id = self.id(kind);
-        let delta = serde_json::to_string(delta).unwrap_or_default();
         let sequence = self.sequence;
         self.sequence += 1;
-        let data = format!(
-            r#"{{"item_id":"{id}","output_index":{},"content_index":0,"delta":{delta}{logprobs},"type":"{name}","sequence_number":{sequence}}}"#,
-            self.index
-        );
-        Event {
-            kind: name,
-            sequence,
-            data,
-        }
+        let (id, index) = (&self.open_id, self.index);
+        Event::framed(name, sequence, delta.len() + 160, |frame| {
+            let head =
+                format!(r#"{{"item_id":"{id}","output_index":{index},"content_index":0,"delta":"#);
+            frame.extend_from_slice(head.as_bytes());
+            // A string always serializes.
+            let _ = serde_json::to_writer(&mut *frame, delta);
+            let tail = format!(r#"{logprobs},"type":"{name}","sequence_number":{sequence}}}"#);
+            frame.extend_from_slice(tail.as_bytes());
+        })
     }
 
     fn begin(&mut self, out: &mut Vec<Event>, kind: Open) {
@@ -248,6 +293,7 @@ impl Events {
         self.open = Some(kind);
         self.text.clear();
         let id = self.id(kind);
+        self.open_id.clone_from(&id);
         let item = match kind {
             Open::Reasoning => json!({"type": "reasoning", "id": id, "summary": [], "content": []}),
             Open::Message => {
@@ -322,10 +368,9 @@ impl Events {
         self.sequence += 1;
         data["type"] = kind.into();
         data["sequence_number"] = sequence.into();
-        Event {
-            kind,
-            sequence,
-            data: data.to_string(),
-        }
+        // A `Value` always serializes.
+        Event::framed(kind, sequence, 256, |frame| {
+            let _ = serde_json::to_writer(frame, &data);
+        })
     }
 }

@@ -16,10 +16,11 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::response::Response;
-use bytes::Bytes;
-use futures_util::{Stream, StreamExt, stream};
+use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, Sleep, sleep_until};
 
+use super::batched::{Batched, Frames};
 use crate::engine::completion::Progress;
 use crate::error::ApiError;
 use crate::ops::facts::LateWord;
@@ -53,30 +54,53 @@ pub async fn streaming(
         }
     }
     let failed = LateWord::default();
-    let told = failed.clone();
-    let rest = progress.flat_map(move |step| {
-        if let Progress::Failed(gave_up) = &step {
-            told.set(gave_up.code());
-        }
-        stream::iter(events.on(&step))
-    });
-    let all = stream::iter(held).chain(rest).map(|event| event.frame());
-    let mut response = sse_with_pings(all);
+    let mut first = BytesMut::new();
+    for event in held {
+        first.extend_from_slice(&event.frame());
+    }
+    let rendered = Rendered {
+        events,
+        failed: failed.clone(),
+    };
+    let mut response = pinged(Batched::new(progress, first, rendered));
     response.extensions_mut().insert(failed);
     response
 }
 
+/// The frames of a committed Responses stream's later steps: written as the
+/// OpenAI stream's are, as few writes as the steps allow (`Batched`).
+struct Rendered {
+    events: Events,
+    /// Told the code of the failure that ends the stream, for the request's log.
+    failed: LateWord,
+}
+
+impl Frames<Progress> for Rendered {
+    fn put(&mut self, out: &mut BytesMut, step: Progress) {
+        if let Progress::Failed(gave_up) = &step {
+            self.failed.set(gave_up.code());
+        }
+        for event in self.events.on(&step) {
+            out.extend_from_slice(&event.frame());
+        }
+    }
+}
+
 /// An event stream of `frames`, with a `: ping` comment once 15 s have passed
-/// with nothing sent.
+/// with nothing sent; the frames already there go out in one write (a chunk's
+/// delta often comes with an item's and a part's events).
 pub fn sse_with_pings(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
-    // The frames already there go out in one write: a chunk's delta often comes
-    // with an item's and a part's events.
     let joined = frames.ready_chunks(32).map(|frames| match frames.len() {
         1 => frames.into_iter().next().unwrap_or_default(),
         _ => Bytes::from(frames.concat()),
     });
+    pinged(joined)
+}
+
+/// An event stream of `frames` as they come, with the pings.
+fn pinged(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
     let pinged = Pinged {
-        frames: Box::pin(joined),
+        frames: Box::pin(frames),
         last: Instant::now(),
         timer: Box::pin(sleep_until(Instant::now() + PING_EVERY)),
     };

@@ -1,6 +1,8 @@
 //! The Responses API's response object (contract 12): made once per request,
 //! then written with whatever status and output it has reached.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::engine::completion::Finished;
@@ -41,6 +43,9 @@ pub struct Made {
     pub model: String,
     /// What the object repeats of the request.
     pub echo: Echo,
+    /// The object's fields that never change, as JSON text without braces:
+    /// written once, then into every event that carries the object.
+    fixed: Arc<str>,
 }
 
 /// How a response stands, with what the object says of it.
@@ -61,6 +66,18 @@ pub enum Status {
 }
 
 impl Status {
+    /// The object's `status`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Cancelled => "cancelled",
+            Status::InProgress => "in_progress",
+            Status::Completed => "completed",
+            Status::Incomplete => "incomplete",
+            Status::Failed(_) => "failed",
+        }
+    }
+
     /// `failed`, with the `code` and `message` of a section 3 `error` object.
     pub fn failed(error: &Value) -> Status {
         Status::Failed(json!({"code": error["code"], "message": error["message"]}))
@@ -72,32 +89,53 @@ impl Made {
     /// job it is kept as (`job_X` ↔ `resp_X`): 22 characters from 122 random
     /// bits.
     pub fn new(model: String, echo: Echo) -> Made {
+        let id = format!("resp_{}", &crate::jobs::ids::fresh()["job_".len()..]);
+        Made::with(id, super::super::wire::unix_seconds(), model, echo)
+    }
+
+    fn with(id: String, created_at: u64, model: String, echo: Echo) -> Made {
+        let mut fixed = json!({
+            "object": "response",
+            "created_at": created_at,
+            "model": model,
+            "parallel_tool_calls": false,
+            "tool_choice": "auto",
+            "tools": [],
+        });
+        if let (Value::Object(fields), Ok(Value::Object(echoed))) =
+            (&mut fixed, serde_json::to_value(&echo))
+        {
+            fields.extend(echoed);
+        }
+        let text = fixed.to_string();
+        let fixed = text[1..text.len() - 1].into();
         Made {
-            id: format!("resp_{}", &crate::jobs::ids::fresh()["job_".len()..]),
-            created_at: super::super::wire::unix_seconds(),
+            id,
+            created_at,
             model,
             echo,
+            fixed,
         }
     }
 
     /// A background response's: its id is its job's (`job_X` → `resp_X`).
     pub fn for_job(job_id: &str, stored: &Value) -> Option<Made> {
-        Some(Made {
-            id: format!("resp_{}", job_id.strip_prefix("job_")?),
-            created_at: stored["created_at"].as_u64()?,
-            model: stored["model"].as_str()?.to_owned(),
-            echo: serde_json::from_value(stored["echo"].clone()).ok()?,
-        })
+        Some(Made::with(
+            format!("resp_{}", job_id.strip_prefix("job_")?),
+            stored["created_at"].as_u64()?,
+            stored["model"].as_str()?.to_owned(),
+            serde_json::from_value(stored["echo"].clone()).ok()?,
+        ))
     }
 
     /// The response a whole object was made by (a kept one, replayed).
     pub fn of_object(object: &Value) -> Option<Made> {
-        Some(Made {
-            id: object["id"].as_str()?.to_owned(),
-            created_at: object["created_at"].as_u64()?,
-            model: object["model"].as_str()?.to_owned(),
-            echo: serde_json::from_value(object.clone()).ok()?,
-        })
+        Some(Made::with(
+            object["id"].as_str()?.to_owned(),
+            object["created_at"].as_u64()?,
+            object["model"].as_str()?.to_owned(),
+            serde_json::from_value(object.clone()).ok()?,
+        ))
     }
 
     /// What a background response's job keeps of it: its chat `body`, and its
@@ -110,38 +148,35 @@ impl Made {
 
     /// The object with `status`, `output` items and the chat `usage` (if any).
     pub fn object(&self, status: &Status, output: Vec<Value>, usage: Option<&Value>) -> Value {
-        let (name, error, incomplete) = match status {
-            Status::Queued => ("queued", Value::Null, Value::Null),
-            Status::Cancelled => ("cancelled", Value::Null, Value::Null),
-            Status::InProgress => ("in_progress", Value::Null, Value::Null),
-            Status::Completed => ("completed", Value::Null, Value::Null),
-            Status::Incomplete => (
-                "incomplete",
-                Value::Null,
-                json!({"reason": "max_output_tokens"}),
-            ),
-            Status::Failed(error) => ("failed", error.clone(), Value::Null),
+        let output = Value::Array(output).to_string();
+        // Text made of JSON values always parses back.
+        serde_json::from_str(&self.object_text(status, &output, usage)).unwrap_or_default()
+    }
+
+    /// The same object as JSON text, with `output` the items' JSON text: the
+    /// one place the object is written.
+    pub fn object_text(&self, status: &Status, output: &str, usage: Option<&Value>) -> String {
+        let (error, incomplete) = match status {
+            Status::Incomplete => (Value::Null, json!({"reason": "max_output_tokens"})),
+            Status::Failed(error) => (error.clone(), Value::Null),
+            _ => (Value::Null, Value::Null),
         };
-        let mut object = json!({
-            "id": self.id,
-            "object": "response",
-            "created_at": self.created_at,
-            "status": name,
-            "model": self.model,
-            "output": output,
-            "usage": usage.map_or(Value::Null, responses_usage),
-            "error": error,
-            "incomplete_details": incomplete,
-            "parallel_tool_calls": false,
-            "tool_choice": "auto",
-            "tools": [],
-        });
-        if let (Value::Object(fields), Ok(Value::Object(echo))) =
-            (&mut object, serde_json::to_value(&self.echo))
-        {
-            fields.extend(echo);
+        let name = status.name();
+        let id = Value::from(self.id.as_str());
+        let usage = usage.map_or(Value::Null, responses_usage);
+        format!(
+            r#"{{"id":{id},"status":"{name}","output":{output},"usage":{usage},"error":{error},"incomplete_details":{incomplete},{}}}"#,
+            self.fixed
+        )
+    }
+
+    /// How a finished answer ended: `incomplete` when it stopped for length.
+    pub fn ended_as(finished: &Finished) -> Status {
+        let choice = finished.choices.iter().find(|c| c.index == 0);
+        match choice.and_then(|c| c.finish_reason.as_deref()) == Some("length") {
+            true => Status::Incomplete,
+            false => Status::Completed,
         }
-        object
     }
 
     /// The whole object of a finished answer.
@@ -158,12 +193,7 @@ impl Made {
             text,
             "completed",
         ));
-        let stopped = choice.and_then(|c| c.finish_reason.as_deref()) == Some("length");
-        let status = match stopped {
-            true => Status::Incomplete,
-            false => Status::Completed,
-        };
-        self.object(&status, output, finished.usage.as_ref())
+        self.object(&Made::ended_as(finished), output, finished.usage.as_ref())
     }
 }
 
