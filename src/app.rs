@@ -11,10 +11,10 @@ use tower::{Service, ServiceBuilder};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
 use crate::clients::gate::gate;
-use crate::engine::completion::CompletionRoute;
 use crate::ops::observe::ObserveLayer;
 use crate::ops::request_body::Bounds;
 use crate::ops::request_id::{self, HEADER, MakeIds};
+use crate::relay::CompletionRoute;
 use crate::routes;
 use crate::state::AppState;
 

@@ -18,7 +18,7 @@ use crate::engine::breaker::{Breaker, State};
 use crate::engine::budget::{Budget, RetryBudget};
 use crate::engine::bulkhead::{Bulkhead, Bulkheads};
 use crate::engine::completion::recent::Recent;
-use crate::engine::completion::{CompletionRoute, SharedUpstreams, UpstreamGuards};
+use crate::engine::completion::{SharedUpstreams, UpstreamGuards};
 use crate::engine::metrics::Metrics;
 use crate::engine::upstream::{ClientOptions, Upstream};
 use crate::fleet::Redis;
@@ -29,6 +29,7 @@ use crate::jobs::redis::RedisJobs;
 use crate::jobs::runner::Runner;
 use crate::jobs::sqlite::SqliteJobs;
 use crate::prompts::{FileStore, PromptStore, RedisPrompts};
+use crate::relay::CompletionRoute;
 use crate::state_file::StateFile;
 
 /// Everything a handler may use, shared: every request clones it (the router,

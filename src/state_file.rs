@@ -233,12 +233,13 @@ fn stopped() -> FileDown {
 /// Whether `adding` more bytes keep the file's live pages (those not free for
 /// reuse) within `max`.
 pub fn has_room(connection: &Connection, max: u64, adding: usize) -> rusqlite::Result<bool> {
-    let pragma = |name: &str| connection.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0));
-    let (pages, free, size): (i64, i64, i64) = (
-        pragma("page_count")?,
-        pragma("freelist_count")?,
-        pragma("page_size")?,
-    );
+    // Asked on every write that adds a row: one statement, parsed once.
+    let (pages, free, size): (i64, i64, i64) = connection
+        .prepare_cached(
+            "SELECT page_count, freelist_count, page_size \
+             FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     let live = (pages - free).max(0) as u64 * size.max(0) as u64;
     Ok(live.saturating_add(adding as u64) <= max)
 }

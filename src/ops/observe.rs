@@ -35,10 +35,10 @@ use super::facts::{Arrival, CompletionNote, LateWord, OutlivesItsWork, ReaderSta
 use super::request_body::{self, Bounds};
 use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
-use crate::engine::completion::CompletionRoute;
 use crate::engine::metrics::{Metrics, Took};
 use crate::engine::trace::{TraceContext, TraceId};
 use crate::error::{AnsweredOn, ApiError, ErrorCode};
+use crate::relay::CompletionRoute;
 use crate::server::connection::Connection;
 
 /// Observes every route it wraps (a router layer, so the matched route is known).

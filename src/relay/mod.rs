@@ -10,6 +10,7 @@ mod batched;
 pub mod commit;
 pub mod replay;
 pub mod responses;
+mod route;
 mod step;
 pub mod task_events;
 pub mod wire;
@@ -24,8 +25,9 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::engine::completion::{CompletionRoute, Finished, Progress};
+use crate::engine::completion::{Finished, Progress};
 use crate::error::ApiError;
+pub use route::CompletionRoute;
 use task_events::ResultBody;
 
 /// The shape of answer a request asks for.

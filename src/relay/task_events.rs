@@ -215,7 +215,7 @@ mod tests {
         let reply = Reply {
             shape: crate::relay::ResponseShape::TaskEvents,
             request_id: "r-3".into(),
-            route: crate::engine::completion::CompletionRoute::Task("recipe".into()),
+            route: crate::relay::CompletionRoute::Task("recipe".into()),
             model: "glm".into(),
             keep_alive: None,
             made: None,

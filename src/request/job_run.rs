@@ -11,13 +11,13 @@ use tokio::time::Instant;
 use super::task_call;
 use crate::cache::CacheControl;
 use crate::engine::bulkhead::Entry;
-use crate::engine::completion::CompletionRoute;
 use crate::engine::completion::{Finished, Progress};
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
 use crate::jobs::runner::RunTask;
 use crate::ops::facts::LateWord;
+use crate::relay::CompletionRoute;
 use crate::relay::task_events::named_events;
 use crate::relay::{Reply, ResponseShape};
 use crate::state::{AppState, WeakApp};
@@ -84,8 +84,8 @@ impl RunTask for RunsTasks {
             call.arrived = Instant::now();
             let mut run = call.spec(&app.config);
             run.slot = Some(slots);
-            run.job_id = Some(job.id.clone());
-            let progress = super::progress(&app, &call, run, LateWord::default());
+            let in_run = call.span(Some(&job.id));
+            let progress = super::progress(&app, &call, run, LateWord::default(), in_run);
             match written(progress, &app, &job, &call.reply).await {
                 Ok(finished) => Ok(call.reply.body(&finished)),
                 Err(error) => Err(failed(error)),

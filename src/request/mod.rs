@@ -33,6 +33,7 @@ use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::idempotency;
 use crate::ops::facts::{CompletionNote, LateWord};
+use crate::ops::telemetry::InSpan;
 use crate::prompts::Prompt;
 use crate::relay::Reply;
 use crate::state::AppState;
@@ -90,8 +91,6 @@ impl Call {
             policy,
             deadline: Deadline::after(self.arrived, allowed),
             output: prompt.map(|p| p.output),
-            request_id: self.reply.request_id.clone(),
-            route: self.reply.route.clone(),
             gather: match (assembled, &self.key) {
                 (true, _) => Gather::Whole(config.max_answer_bytes),
                 // A relayed stream kept under its key: its repeats get it whole.
@@ -101,7 +100,7 @@ impl Call {
             prefix_limit: self.one_choice.then_some(config.max_answer_bytes),
             slot: None,
             task_bulkhead: None,
-            job_id: None,
+            task: self.reply.route.task().unwrap_or_default().to_owned(),
             model: self.reply.model.clone(),
             client: self.client.clone(),
             trace: self.trace.clone(),
@@ -109,18 +108,34 @@ impl Call {
     }
 }
 
-/// The progress of `call`'s completion (`spec`): through the answer cache when its
-/// task keeps answers, where a hit makes no completion at all. `seen` learns what
-/// the cache did.
+impl Call {
+    /// The span a completion's log lines are written in: what the edge knows of
+    /// the request (and, for a job's run, its job), named once.
+    pub fn span(&self, job_id: Option<&str>) -> tracing::Span {
+        tracing::info_span!(
+            "completion",
+            request_id = %self.reply.request_id,
+            trace_id = %self.trace.id(),
+            route = self.reply.route.path(),
+            task = self.reply.route.task(),
+            job_id,
+        )
+    }
+}
+
+/// The progress of `call`'s completion (`spec`), polled in `span`: through the
+/// answer cache when its task keeps answers, where a hit makes no completion at
+/// all. `seen` learns what the cache did.
 pub fn progress(
     app: &AppState,
     call: &Call,
     mut spec: Spec,
     seen: LateWord,
-) -> Either<Completion, BoxStream<'static, Progress>> {
+    span: tracing::Span,
+) -> Either<InSpan<Completion>, BoxStream<'static, Progress>> {
     spec.task_bulkhead = task_bulkhead(app, call);
     let upstreams = app.upstreams.clone();
-    let run = move || Completion::new(upstreams, spec);
+    let run = move || InSpan::new(Completion::new(upstreams, spec), span);
     match (&call.cache_key, call.prompt.as_deref()) {
         (Some(key), Some(prompt)) => Either::Right(serve(
             CacheUse {
@@ -173,7 +188,7 @@ pub async fn complete(
         note.cache = Some(seen.clone());
     }
     // Made only when it runs: a replay makes none.
-    let run = || progress(app, &call, spec, seen);
+    let run = || progress(app, &call, spec, seen, call.span(None));
     let progress = match &call.key {
         None => Either::Left(run()),
         Some((key, identity)) => {

@@ -11,10 +11,10 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::task_call;
-use crate::engine::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::idempotency::{self, Lookup};
 use crate::jobs::{Job, JobRequest, Moved, SubmitKey, Submitted, record};
+use crate::relay::CompletionRoute;
 use crate::relay::replay::REPLAYED;
 use crate::relay::{Reply, ResponseShape};
 use crate::state::AppState;

@@ -8,11 +8,11 @@ use tokio::time::Instant;
 
 use super::{CompletionHeaders, RawBody, noted};
 use crate::cache::CacheControl;
-use crate::engine::completion::CompletionRoute;
 use crate::engine::completion::answer::MAX_CHOICES;
 use crate::error::ApiError;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
+use crate::relay::CompletionRoute;
 use crate::relay::{Reply, ResponseShape};
 use crate::request::body::{ChatBody, is_non_empty_array};
 use crate::request::{self, Call};

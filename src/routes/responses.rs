@@ -15,11 +15,11 @@ use tokio::time::Instant;
 
 use super::{CompletionHeaders, RawBody, noted, responses_stored};
 use crate::cache::CacheControl;
-use crate::engine::completion::CompletionRoute;
 use crate::error::ApiError;
 use crate::jobs::{JobRequest, record};
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
+use crate::relay::CompletionRoute;
 use crate::relay::replay::REPLAYED;
 use crate::relay::responses::Made;
 use crate::relay::{Reply, ResponseShape};

@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 
 use super::{CompletionHeaders, JsonBody, noted};
 use crate::cache::CacheControl;
-use crate::engine::completion::CompletionRoute;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
+use crate::relay::CompletionRoute;
 use crate::relay::{Reply, ResponseShape};
 use crate::request::submit::Submit;
 use crate::request::{self, task_call};

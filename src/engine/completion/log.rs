@@ -1,4 +1,6 @@
-//! The attempt loop's log lines: one per attempt, one per request.
+//! The attempt loop's log lines: one per attempt, one per request. They are
+//! written inside the span the edge opened for the request, which names it
+//! (request id, trace id, route, task, job).
 
 use std::time::Duration;
 
@@ -45,10 +47,6 @@ impl Completion {
             ($level:expr) => {
                 tracing::event!(
                     $level,
-                    request_id = %self.spec.request_id,
-                    trace_id = %self.spec.trace.id(),
-                    route = self.spec.route.path(),
-                    task = self.spec.route.task(),
                     upstream,
                     attempt = self.attempt,
                     elapsed_ms = self.elapsed_ms(),
@@ -79,19 +77,14 @@ impl Completion {
     /// `attempt` is the number of attempts made; `wait_ms` adds up the back-offs.
     pub(super) fn log_request(&self, outcome: &str) {
         tracing::info!(
-        request_id = %self.spec.request_id,
-                    trace_id = %self.spec.trace.id(),
-                    route = self.spec.route.path(),
-                    task = self.spec.route.task(),
-                    attempt = self.attempt,
-                    elapsed_ms = self.elapsed_ms(),
-                    deadline_ms = (self.spec.deadline.at - self.spec.deadline.started).as_millis() as u64,
-                    outcome,
-                    wait_ms = self.time_waited().as_millis() as u64,
-                    queue_ms = self.queued.as_millis() as u64,
-                    job_id = self.spec.job_id.as_deref(),
-                    "completion ended"
-                );
+            attempt = self.attempt,
+            elapsed_ms = self.elapsed_ms(),
+            deadline_ms = (self.spec.deadline.at - self.spec.deadline.started).as_millis() as u64,
+            outcome,
+            wait_ms = self.time_waited().as_millis() as u64,
+            queue_ms = self.queued.as_millis() as u64,
+            "completion ended"
+        );
     }
 
     /// How far the current attempt got (none while it connects).

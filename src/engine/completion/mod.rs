@@ -29,7 +29,7 @@ pub use gave_up::GaveUp;
 pub use output::Output;
 pub use progress::{Cached, Finished, Progress};
 pub use shared::{SharedUpstreams, UpstreamGuards};
-pub use spec::{CompletionRoute, Spec};
+pub use spec::Spec;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -183,11 +183,10 @@ impl Completion {
         if let Some(usage) = &received.chunk.usage
             && let Some(upstream) = self.upstream()
         {
-            let task = self.spec.route.task().unwrap_or_default();
             let spent = Spent {
                 upstream: &upstream.name,
                 model: self.model_sent(),
-                task,
+                task: &self.spec.task,
                 client: &self.spec.client,
             };
             self.shared.metrics.tokens(&spent, usage);

@@ -13,9 +13,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{StreamExt, stream};
 use tokio::time::{Instant, sleep};
 
-use super::{
-    Completion, CompletionRoute, Gather, GaveUp, Progress, SharedUpstreams, Spec, UpstreamGuards,
-};
+use super::{Completion, Gather, GaveUp, Progress, SharedUpstreams, Spec, UpstreamGuards};
 use crate::config::{DEFAULT_BUSY_KEYWORDS, Secret};
 use crate::engine::budget::{BudgetSettings, RetryBudget};
 use crate::engine::failure::BusyKeywords;
@@ -134,13 +132,11 @@ async fn run(
         policy,
         deadline: Deadline::after(started, allowed),
         output: None,
-        request_id: "test".into(),
-        route: CompletionRoute::Chat,
         gather: Gather::Whole(4 << 20),
         prefix_limit: Some(4 << 20),
         slot: None,
         task_bulkhead: None,
-        job_id: None,
+        task: String::new(),
         model: "m".into(),
         client: String::new(),
         trace: TraceContext::start(),

@@ -1,5 +1,7 @@
 //! `LADLE_LOG_FORMAT=json`: one JSON object per line, the event's fields at the
-//! top level beside `timestamp`, `level` and `target`.
+//! top level beside `timestamp`, `level` and `target`, with the fields of the
+//! spans it is inside (a completion's request id, route and job, say: the edge
+//! names them once, and nothing under it carries them to its log lines).
 //!
 //! Ours rather than tracing-subscriber's because a log line sometimes has to say
 //! `null` (a job's creation line has `"from": null`, contract 7.4) and tracing
@@ -10,9 +12,11 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
+use tracing::span::Record;
 use tracing::{Event, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::wall::{rfc3339, unix_millis};
@@ -30,18 +34,58 @@ where
 {
     fn format_event(
         &self,
-        _ctx: &FmtContext<'_, S, N>,
+        ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        writeln!(writer, "{}", Value::Object(line(event)))
+        // The outermost span's first: an inner span's field, then the event's
+        // own, takes the place of one of the same name.
+        let mut fields = Map::new();
+        for span in ctx
+            .event_scope()
+            .into_iter()
+            .flat_map(|scope| scope.from_root())
+        {
+            if let Some(written) = span.extensions().get::<FormattedFields<N>>()
+                && let Ok(Value::Object(its)) = serde_json::from_str(written)
+            {
+                fields.extend(its);
+            }
+        }
+        writeln!(writer, "{}", Value::Object(line(event, fields)))
     }
 }
 
-/// The event as a JSON object.
-fn line(event: &Event<'_>) -> Map<String, Value> {
+/// A span's fields as a JSON object's text, for `JsonLines` to spread into each
+/// line written inside it.
+pub struct SpanFields;
+
+impl<'w> FormatFields<'w> for SpanFields {
+    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut visited = Fields(Map::new());
+        fields.record(&mut visited);
+        write!(writer, "{}", Value::Object(visited.0))
+    }
+
+    fn add_fields(
+        &self,
+        current: &'w mut FormattedFields<Self>,
+        fields: &Record<'_>,
+    ) -> fmt::Result {
+        let mut visited = match serde_json::from_str(current) {
+            Ok(Value::Object(had)) => Fields(had),
+            _ => Fields(Map::new()),
+        };
+        fields.record(&mut visited);
+        current.fields = Value::Object(visited.0).to_string();
+        Ok(())
+    }
+}
+
+/// The event as a JSON object, over the fields of the spans it is in.
+fn line(event: &Event<'_>, spans: Map<String, Value>) -> Map<String, Value> {
     let metadata = event.metadata();
-    let mut fields = Fields(Map::new());
+    let mut fields = Fields(spans);
     fields
         .0
         .insert("timestamp".into(), rfc3339(unix_millis()).into());
@@ -124,13 +168,48 @@ mod tests {
         }
     }
 
+    fn json_to(buffer: &Buffer) -> impl Subscriber + Send + Sync {
+        tracing_subscriber::fmt()
+            .event_format(JsonLines)
+            .fmt_fields(SpanFields)
+            .with_writer(buffer.clone())
+            .finish()
+    }
+
+    fn lines(buffer: &Buffer) -> Vec<Value> {
+        let text = String::from_utf8(buffer.0.lock().expect("buffer").clone()).expect("UTF-8");
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+
+    #[test]
+    fn a_lines_spans_lend_it_their_fields_and_its_own_come_first() {
+        let buffer = Buffer::default();
+        tracing::subscriber::with_default(json_to(&buffer), || {
+            let outer = tracing::info_span!("completion", request_id = "req_1", route = "/a");
+            let _outer = outer.enter();
+            let inner =
+                tracing::info_span!("attempt", route = "/b", job_id = tracing::field::Empty);
+            inner.record("job_id", "job_1");
+            let _inner = inner.enter();
+            tracing::info!(attempt = 2u32, "attempt ended");
+            tracing::info!(request_id = "own", "its own");
+        });
+        let lines = lines(&buffer);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0]["request_id"], "req_1");
+        assert_eq!(lines[0]["route"], "/b", "the inner span's");
+        assert_eq!(lines[0]["job_id"], "job_1", "a field recorded later");
+        assert_eq!(lines[0]["attempt"], 2);
+        assert_eq!(lines[1]["request_id"], "own", "the line's own field");
+        assert_eq!(lines[1]["message"], "its own");
+    }
+
     #[test]
     fn fields_keep_their_types_and_null_is_null() {
         let buffer = Buffer::default();
-        let subscriber = tracing_subscriber::fmt()
-            .event_format(JsonLines)
-            .with_writer(buffer.clone())
-            .finish();
+        let subscriber = json_to(&buffer);
         tracing::subscriber::with_default(subscriber, || {
             let absent: Option<&str> = None;
             tracing::info!(

@@ -5,12 +5,14 @@
 //! and admin token are `Secret`s whose `Debug` is a placeholder, request headers
 //! are not logged, and upstream text is scrubbed of the key before it is kept.
 
+mod in_span;
 mod json;
 
 use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
+pub use in_span::InSpan;
 pub use json::NULL;
 
 /// How log lines are written (`LADLE_LOG_FORMAT`).
@@ -31,7 +33,10 @@ pub fn init(format: LogFormat) {
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Pretty => builder.try_init(),
-        LogFormat::Json => builder.event_format(json::JsonLines).try_init(),
+        LogFormat::Json => builder
+            .event_format(json::JsonLines)
+            .fmt_fields(json::SpanFields)
+            .try_init(),
     };
     // A subscriber installed earlier (by a test harness, say) keeps its place.
     drop(result);

@@ -15,10 +15,10 @@ use tokio::time::Instant;
 
 use super::Call;
 use crate::cache::CacheControl;
-use crate::engine::completion::CompletionRoute;
 use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::jobs::Job;
+use crate::relay::CompletionRoute;
 use crate::relay::responses::{Echo, Made};
 use crate::relay::{Reply, ResponseShape};
 

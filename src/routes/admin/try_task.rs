@@ -10,10 +10,10 @@ use serde_json::{Map, Value};
 
 use super::auth::{Admin, PromptName};
 use crate::cache::CacheControl;
-use crate::engine::completion::CompletionRoute;
 use crate::engine::trace::TraceContext;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
+use crate::relay::CompletionRoute;
 use crate::relay::{Reply, ResponseShape};
 use crate::request::{self, task_call};
 use crate::routes::{JsonBody, noted};
