@@ -58,6 +58,7 @@ pub mod server;
 mod start;
 pub mod state;
 pub mod state_file;
+pub mod store_down;
 pub mod wall;
 
 /// What the unit tests share.

@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 
 use crate::config::ConfigError;
 use crate::config::settings::invalid;
+use crate::store_down::Cause;
 
 /// The most calls one transaction commits.
 const MOST_PER_COMMIT: usize = 256;
@@ -35,11 +36,6 @@ const KEY: &str = "LADLE_STATE_DB";
 const WAL_KEPT_BYTES: i64 = 4 << 20;
 /// Free pages worth giving back to the disk.
 const RECLAIM_PAST_BYTES: i64 = 8 << 20;
-
-/// The file could not do what was asked: why, without its path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the state file: {0}")]
-pub struct FileDown(pub String);
 
 /// The answer a call sends once its transaction committed (or failed to).
 type Answer = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -140,7 +136,7 @@ impl StateFile {
     pub fn call<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> BoxFuture<'static, Result<T, FileDown>> {
+    ) -> BoxFuture<'static, Result<T, Cause>> {
         self.ask(op, false)
     }
 
@@ -150,7 +146,7 @@ impl StateFile {
     pub fn read<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> BoxFuture<'static, Result<T, FileDown>> {
+    ) -> BoxFuture<'static, Result<T, Cause>> {
         self.ask(op, true)
     }
 
@@ -158,7 +154,7 @@ impl StateFile {
         &self,
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
         read: bool,
-    ) -> BoxFuture<'static, Result<T, FileDown>> {
+    ) -> BoxFuture<'static, Result<T, Cause>> {
         let (reply, answer) = oneshot::channel();
         let sent = self.send(op, read, move |result| {
             let _ = reply.send(result);
@@ -181,15 +177,15 @@ impl StateFile {
         let answered = sent.and_then(|()| answer.recv().map_err(|_| stopped()));
         answered
             .and_then(|result| result)
-            .map_err(|e| invalid(KEY, format!("cannot read the state file: {}", e.0)))
+            .map_err(|cause| invalid(KEY, format!("cannot read it at start-up: {cause}")))
     }
 
     fn send<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
         read: bool,
-        reply: impl FnOnce(Result<T, FileDown>) + Send + 'static,
-    ) -> Result<(), FileDown> {
+        reply: impl FnOnce(Result<T, Cause>) + Send + 'static,
+    ) -> Result<(), Cause> {
         let failing = self.failing.clone();
         let work: Work = Box::new(move |connection| {
             let result = op(connection).map_err(|e| {
@@ -200,7 +196,7 @@ impl StateFile {
             });
             let ok = result.is_ok();
             let answer: Answer = Box::new(move |committed: Result<(), String>| {
-                reply(committed.and(result).map_err(FileDown));
+                reply(committed.and(result).map_err(Cause::File));
             });
             Done { ok, answer, read }
         });
@@ -226,8 +222,8 @@ fn code(error: &rusqlite::Error) -> String {
     }
 }
 
-fn stopped() -> FileDown {
-    FileDown("the state thread has stopped".into())
+fn stopped() -> Cause {
+    Cause::Stopped
 }
 
 /// Whether `adding` more bytes keep the file's live pages (those not free for

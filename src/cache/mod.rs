@@ -19,6 +19,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
+use crate::store_down::StoreDown;
+
 pub use record::Kept;
 
 /// The largest kept answer (its stored encoding): a larger one is answered but not
@@ -120,16 +122,11 @@ impl AnswerKey {
     }
 }
 
-/// The store of kept answers could not be reached, or failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the answer cache: {0}")]
-pub struct CacheDown(pub String);
-
 /// Where kept answers live.
 pub trait AnswerCache: Send + Sync {
     /// The answer kept under `key`, if its request is `key`'s.
     fn get<'a>(&'a self, key: &'a AnswerKey)
-    -> BoxFuture<'a, Result<Option<Arc<Kept>>, CacheDown>>;
+    -> BoxFuture<'a, Result<Option<Arc<Kept>>, StoreDown>>;
 
     /// Keeps `kept` under `key`, for at most `keep` (the least recently used go
     /// first past `LADLE_CACHE_MAX_ENTRIES`).
@@ -138,13 +135,13 @@ pub trait AnswerCache: Send + Sync {
         key: &'a AnswerKey,
         kept: &'a Kept,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<(), CacheDown>>;
+    ) -> BoxFuture<'a, Result<(), StoreDown>>;
 
     /// How many answers `task` has kept.
-    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>>;
+    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, StoreDown>>;
 
     /// Forgets every answer `task` kept: how many there were.
-    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>>;
+    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, StoreDown>>;
 }
 
 #[cfg(test)]

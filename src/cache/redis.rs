@@ -17,8 +17,9 @@ use futures_util::future::BoxFuture;
 use redis::Script;
 use redis::aio::ConnectionManager;
 
-use super::{AnswerCache, AnswerKey, CacheDown, Kept};
+use super::{AnswerCache, AnswerKey, Kept};
 use crate::fleet::{CALL_TIMEOUT, Redis};
+use crate::store_down::{Cause, StoreDown};
 use crate::wall::unix_millis;
 
 /// `ARGV`: prefix, hash, member, now. The kept text, its use recorded.
@@ -88,21 +89,21 @@ impl RedisCache {
     }
 
     /// One call through the fleet's handle; while Redis is unreachable, none.
-    async fn call<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, CacheDown>
+    async fn call<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, StoreDown>
     where
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         if !self.redis.worth_trying() {
-            return Err(CacheDown("redis is unreachable".into()));
+            return Err(StoreDown::new(op, Cause::Unreachable));
         }
         self.redis
             .call(op, CALL_TIMEOUT, f)
             .await
-            .map_err(|e| CacheDown(e.to_string()))
+            .map_err(|e| StoreDown::new(op, Cause::Redis(e.to_string())))
     }
 
-    async fn task_call(&self, task: &str, forget: bool) -> Result<u64, CacheDown> {
+    async fn task_call(&self, task: &str, forget: bool) -> Result<u64, StoreDown> {
         let mut invocation = self.task.prepare_invoke();
         invocation
             .arg(self.redis.key(""))
@@ -119,7 +120,7 @@ impl AnswerCache for RedisCache {
     fn get<'a>(
         &'a self,
         key: &'a AnswerKey,
-    ) -> BoxFuture<'a, Result<Option<Arc<Kept>>, CacheDown>> {
+    ) -> BoxFuture<'a, Result<Option<Arc<Kept>>, StoreDown>> {
         Box::pin(async move {
             let mut invocation = self.get.prepare_invoke();
             invocation
@@ -145,7 +146,7 @@ impl AnswerCache for RedisCache {
         key: &'a AnswerKey,
         kept: &'a Kept,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<(), CacheDown>> {
+    ) -> BoxFuture<'a, Result<(), StoreDown>> {
         Box::pin(async move {
             let keep_ms = keep.as_millis().max(1) as u64;
             let mut invocation = self.put.prepare_invoke();
@@ -165,11 +166,11 @@ impl AnswerCache for RedisCache {
         })
     }
 
-    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>> {
+    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, StoreDown>> {
         Box::pin(self.task_call(task, false))
     }
 
-    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>> {
+    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, StoreDown>> {
         Box::pin(self.task_call(task, true))
     }
 }

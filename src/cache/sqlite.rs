@@ -19,9 +19,10 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{AnswerCache, AnswerKey, CacheDown, Kept};
+use super::{AnswerCache, AnswerKey, Kept};
 use crate::config::ConfigError;
 use crate::state_file::StateFile;
+use crate::store_down::StoreDown;
 use crate::wall::unix_millis;
 
 const SCHEMA: &str = "
@@ -153,13 +154,14 @@ impl SqliteCache {
 
     fn call<T: Send + 'static>(
         &self,
+        name: &'static str,
         op: impl FnOnce(&Connection, &mut Memory) -> rusqlite::Result<T> + Send + 'static,
-    ) -> BoxFuture<'static, Result<T, CacheDown>> {
+    ) -> BoxFuture<'static, Result<T, StoreDown>> {
         let memory = self.memory.clone();
         let called = self
             .file
             .call(move |connection| op(connection, &mut lock(&memory)));
-        Box::pin(async move { called.await.map_err(|down| CacheDown(down.0)) })
+        Box::pin(async move { called.await.map_err(|cause| StoreDown::new(name, cause)) })
     }
 
     /// The answer `hash` if it is held in memory and still of use at `now`.
@@ -176,14 +178,14 @@ impl AnswerCache for SqliteCache {
     fn get<'a>(
         &'a self,
         key: &'a AnswerKey,
-    ) -> BoxFuture<'a, Result<Option<Arc<Kept>>, CacheDown>> {
+    ) -> BoxFuture<'a, Result<Option<Arc<Kept>>, StoreDown>> {
         let now = unix_millis();
         if let Some(kept) = self.held(&key.hash, now) {
             let kept = Some(kept).filter(|kept| kept.request == key.request);
             return Box::pin(async move { Ok(kept) });
         }
         let (hash, task) = (key.hash.clone(), key.task.clone());
-        let found = self.call(move |connection, memory| {
+        let found = self.call("cache_get", move |connection, memory| {
             let row: Option<(String, i64)> = connection
                 .prepare_cached(
                     "SELECT kept, expires_at FROM answers WHERE hash = ?1 AND expires_at > ?2",
@@ -215,12 +217,12 @@ impl AnswerCache for SqliteCache {
         key: &'a AnswerKey,
         kept: &'a Kept,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<(), CacheDown>> {
+    ) -> BoxFuture<'a, Result<(), StoreDown>> {
         let (hash, task, text) = (key.hash.clone(), key.task.clone(), kept.encode());
         let (now, max) = (unix_millis(), self.max_entries);
         let expires = now.saturating_add(keep.as_millis() as u64);
         let decoded = Arc::new(kept.clone());
-        self.call(move |connection, memory| {
+        self.call("cache_put", move |connection, memory| {
             connection
                 .prepare_cached(
                     "INSERT OR REPLACE INTO answers (hash, task, kept, used_at, expires_at) \
@@ -245,14 +247,16 @@ impl AnswerCache for SqliteCache {
         })
     }
 
-    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>> {
+    fn count<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, StoreDown>> {
         let (task, now) = (task.to_owned(), unix_millis() as i64);
-        self.call(move |connection, _| live(connection, &task, now))
+        self.call("cache_count", move |connection, _| {
+            live(connection, &task, now)
+        })
     }
 
-    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, CacheDown>> {
+    fn forget<'a>(&'a self, task: &'a str) -> BoxFuture<'a, Result<u64, StoreDown>> {
         let (task, now) = (task.to_owned(), unix_millis() as i64);
-        self.call(move |connection, memory| {
+        self.call("cache_forget", move |connection, memory| {
             let live = live(connection, &task, now)?;
             connection.execute("DELETE FROM answers WHERE task = ?1", [&task])?;
             memory.uses.retain(|_, used| used.task != task);

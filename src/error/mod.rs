@@ -7,6 +7,7 @@
 //! never carry upstream bodies or secrets.
 
 mod render;
+mod store;
 mod upstream;
 
 pub use render::{AnsweredOn, ErrorCode, SHOULD_RETRY, below_the_router, render_error};

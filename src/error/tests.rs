@@ -150,3 +150,29 @@ fn a_completion_that_gave_up_before_any_attempt_has_its_own_error() {
         assert_eq!(ApiError::from(gave_up).code(), code);
     }
 }
+
+#[test]
+fn every_store_that_is_down_is_a_retryable_503_store_unavailable_whatever_the_cause() {
+    use crate::store_down::{Cause, StoreDown};
+    let causes = [
+        Cause::Unreachable,
+        Cause::Redis("connection refused".into()),
+        Cause::File("DiskFull".into()),
+        Cause::Stopped,
+        Cause::Encode("a delivery".into()),
+        Cause::EpochMoved,
+    ];
+    for cause in causes {
+        let down = StoreDown::new("submit", cause.clone());
+        assert!(
+            down.to_string().starts_with("the store could not submit: "),
+            "{down}"
+        );
+        let error = ApiError::from(down);
+        assert_eq!(error, ApiError::StoreUnavailable, "{cause:?}");
+        assert_eq!(
+            (error.status().as_u16(), error.code(), error.retryable()),
+            (503, "store_unavailable", true)
+        );
+    }
+}

@@ -28,9 +28,7 @@ pub use self::record::{Delivery, DeliveryStatus, Job, JobRequest, JobStatus, Sub
 
 /// The store could not be reached or could not write (`503 store_unavailable`:
 /// nothing is accepted that cannot be kept).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the job store is unavailable: {0}")]
-pub struct StoreDown(pub String);
+pub use crate::store_down::StoreDown;
 
 /// What a submit led to.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,6 +19,7 @@ pub use spec::{Prompt, PromptError, valid_name};
 use std::sync::Arc;
 
 use crate::error::ApiError;
+use crate::store_down::StoreDown;
 
 /// One earlier version of a prompt.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -50,8 +51,8 @@ pub enum StoreError {
     #[error("{0}")]
     Io(String),
     /// The shared store (Redis) did not answer.
-    #[error("shared store unreachable: {0}")]
-    Unavailable(String),
+    #[error(transparent)]
+    Unavailable(#[from] StoreDown),
 }
 
 /// The outcome of a save.
@@ -116,10 +117,7 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(%problem, "the prompt store failed");
                 ApiError::Storage("the prompts folder could not be read or written".into())
             }
-            StoreError::Unavailable(why) => {
-                tracing::warn!(%why, "an admin write found redis unreachable");
-                ApiError::StoreUnavailable
-            }
+            StoreError::Unavailable(down) => down.into(),
         }
     }
 }

@@ -21,6 +21,7 @@ use redis::Script;
 
 use super::{FileStore, Prompt, PromptStore, Saved, StoreError, Version, rfc3339, valid_name};
 use crate::fleet::{CALL_TIMEOUT, Redis, RedisDown};
+use crate::store_down::{Cause, StoreDown};
 use crate::wall::unix_millis;
 
 /// Copies `ARGV[3..]` (name, text, etag triples) in at time `ARGV[2]`, unless
@@ -268,11 +269,12 @@ impl RedisPrompts {
                         invocation.invoke_async::<String>(&mut c).await
                     })
             };
-            let mut answer = attempt().await.map_err(unavailable)?;
+            let down = |error| unavailable("prompts_write", error);
+            let mut answer = attempt().await.map_err(down)?;
             if answer == "unseeded" {
                 // A new (or emptied) Redis: seed the fleet first, then write.
-                self.follow().await.map_err(unavailable)?;
-                answer = attempt().await.map_err(unavailable)?;
+                self.follow().await.map_err(down)?;
+                answer = attempt().await.map_err(down)?;
             }
             // The writer serves its own edit at once; the others follow the version.
             let _ = self.follow().await;
@@ -282,15 +284,16 @@ impl RedisPrompts {
             "missing" => Err(StoreError::NotFound(name.to_owned())),
             "mismatch" => Err(StoreError::EtagMismatch),
             "created" | "replaced" => Ok(answer),
-            other => Err(StoreError::Unavailable(format!(
-                "unexpected answer `{other}`"
-            ))),
+            other => {
+                let cause = Cause::Redis(format!("unexpected answer `{other}`"));
+                Err(StoreDown::new("prompts_write", cause).into())
+            }
         }
     }
 }
 
-fn unavailable(error: RedisDown) -> StoreError {
-    StoreError::Unavailable(error.to_string())
+fn unavailable(op: &'static str, error: RedisDown) -> StoreError {
+    StoreDown::new(op, Cause::Redis(error.to_string())).into()
 }
 
 impl PromptStore for RedisPrompts {
@@ -366,6 +369,6 @@ impl RedisPrompts {
                         redis::cmd("HGETALL").arg(key).query_async(&mut c).await
                     }),
             )
-            .map_err(unavailable)
+            .map_err(|error| unavailable("prompts_history", error))
     }
 }

@@ -104,18 +104,11 @@ pub async fn create_once(
     let scoped = idempotency::scoped(client, key);
     // Written with its job: found after any crash, on any replica.
     let store = app.jobs.store();
-    if let Some((kept, id)) = store
-        .keyed(&scoped)
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?
-    {
+    if let Some((kept, id)) = store.keyed(&scoped).await? {
         if kept != fingerprint {
             return Err(ApiError::IdempotencyKeyReused);
         }
-        let found = store
-            .get(&id, client)
-            .await
-            .map_err(|_| ApiError::StoreUnavailable)?;
+        let found = store.get(&id, client).await?;
         if let Some(job) = found {
             return Ok((job, true));
         }
@@ -161,12 +154,7 @@ async fn replay_or_create(
     key: SubmitKey,
 ) -> Result<(Job, bool), ApiError> {
     let id = kept["job"].as_str().unwrap_or_default();
-    let found = app
-        .jobs
-        .store()
-        .get(id, client)
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?;
+    let found = app.jobs.store().get(id, client).await?;
     match found {
         Some(job) => Ok((job, true)),
         None => create(app, request, client, Some(key))
@@ -213,10 +201,7 @@ pub async fn create(
                 retry_after: Duration::from_secs(5),
             })
         }
-        Err(down) => {
-            tracing::warn!(error = %down, "a submit found the job store unavailable");
-            Err(ApiError::StoreUnavailable)
-        }
+        Err(down) => Err(down.into()),
     }
 }
 

@@ -100,12 +100,7 @@ type Opened = (Arc<Feed>, Start);
 /// The job's feed, and where a reader with `cursor` starts in it.
 async fn open(app: &AppState, job: &Job, cursor: Option<EventId>) -> Result<Opened, ApiError> {
     let finished = job.status.finished();
-    let feed = app
-        .jobs
-        .events()
-        .feed(&job.id, finished)
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?;
+    let feed = app.jobs.events().feed(&job.id, finished).await?;
     let final_id = job
         .final_event
         .as_deref()

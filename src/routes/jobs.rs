@@ -99,12 +99,7 @@ pub async fn cancel(
     if !record::plausible_id(&id) {
         return Err(ApiError::JobNotFound);
     }
-    let canceled = app
-        .jobs
-        .store()
-        .cancel(&id, &client, unix_millis())
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?;
+    let canceled = app.jobs.store().cancel(&id, &client, unix_millis()).await?;
     match canceled {
         Canceled::Unknown => Err(not_found(&app, &id).await),
         Canceled::Finished(_) => Err(ApiError::JobFinished),
@@ -124,7 +119,7 @@ pub(super) async fn find(app: &AppState, id: &str, client: &str) -> Result<Job, 
     match store.get(id, client).await {
         Ok(Some(job)) => Ok(job),
         Ok(None) => Err(not_found(app, id).await),
-        Err(_) => Err(ApiError::StoreUnavailable),
+        Err(down) => Err(down.into()),
     }
 }
 

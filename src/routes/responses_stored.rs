@@ -81,8 +81,7 @@ pub async fn cancel(
         .jobs
         .store()
         .cancel(&job.id, &client, unix_millis())
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?;
+        .await?;
     let job = match canceled {
         Canceled::Unknown => return Err(not_found()),
         Canceled::Finished(job) => job,
@@ -105,16 +104,12 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (job, made) = response_job(&app, id, &client).await?;
     let store = app.jobs.store();
-    let down = |_| ApiError::StoreUnavailable;
     if !job.status.finished()
-        && let Canceled::Now(moved) = store
-            .cancel(&job.id, &client, unix_millis())
-            .await
-            .map_err(down)?
+        && let Canceled::Now(moved) = store.cancel(&job.id, &client, unix_millis()).await?
     {
         app.jobs.canceled(&moved).await;
     }
-    if !store.forget(&job.id, &client).await.map_err(down)? {
+    if !store.forget(&job.id, &client).await? {
         return Err(not_found());
     }
     let deleted = serde_json::json!({"id": made.id, "object": "response.deleted", "deleted": true});
@@ -206,8 +201,7 @@ pub async fn events(
         .jobs
         .events()
         .feed(&job.id, job.status.finished())
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?;
+        .await?;
     let mut renderer = Events::new(made.clone());
     let gone = job.status.finished() && feed.read(0, 1).is_empty();
     let body = if gone {

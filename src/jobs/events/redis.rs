@@ -27,6 +27,7 @@ use super::kept::{EventId, Kept, progress_frame};
 use crate::background::Background;
 use crate::fleet::{CALL_TIMEOUT, Redis};
 use crate::jobs::{JobStore, StoreDown};
+use crate::store_down::Cause;
 
 /// How often the feeds read here look for new events.
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
@@ -212,7 +213,7 @@ impl RedisLog {
                     .await
             })
             .await
-            .map_err(|e| StoreDown(e.to_string()))?;
+            .map_err(|e| StoreDown::new("job_events_read", Cause::Redis(e.to_string())))?;
         feed.extend(read.into_iter().filter_map(kept).collect());
         lock(&self.feeds).insert(id.to_owned(), Arc::downgrade(&feed));
         Ok(feed)
@@ -329,7 +330,7 @@ impl RedisLog {
                 invocation.invoke_async(&mut c).await
             })
             .await
-            .map_err(|e| StoreDown(e.to_string()))
+            .map_err(|e| StoreDown::new("job_events_write", Cause::Redis(e.to_string())))
     }
 }
 

@@ -8,10 +8,13 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::jobs::{Delivery, Job, JobRequest, JobStatus, StoreDown};
+use crate::store_down::Cause;
 
 /// The fields of `job`'s hash, as (name, value) pairs; absent parts are left out.
 pub fn encode(job: &Job) -> Result<Vec<(&'static str, String)>, StoreDown> {
-    let json = |what: &str, e: serde_json::Error| StoreDown(format!("cannot encode {what}: {e}"));
+    let json = |what: &str, e: serde_json::Error| {
+        StoreDown::new("write", Cause::Encode(format!("{what}: {e}")))
+    };
     let mut fields = vec![
         ("client", job.client.clone()),
         ("status", job.status.name().to_owned()),

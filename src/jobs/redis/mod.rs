@@ -44,6 +44,7 @@ use redis::aio::ConnectionManager;
 use self::scripts::Scripts;
 use super::{Delivery, Job, JobStatus, Moved, RunEnd, StoreDown};
 use crate::fleet::{CALL_TIMEOUT, Redis};
+use crate::store_down::Cause;
 
 /// Jobs shared by a fleet through Redis.
 pub struct RedisJobs {
@@ -116,7 +117,7 @@ impl RedisJobs {
             return Ok(String::new());
         }
         serde_json::to_string(&Delivery::pending(now))
-            .map_err(|e| StoreDown(format!("cannot encode a delivery: {e}")))
+            .map_err(|e| StoreDown::new("finish", Cause::Encode(format!("a delivery: {e}"))))
     }
 
     /// One call through the fleet's handle (its timeout, health and metrics);
@@ -128,12 +129,12 @@ impl RedisJobs {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         if !self.redis.worth_trying() {
-            return Err(StoreDown("redis is unreachable".into()));
+            return Err(StoreDown::new(op, Cause::Unreachable));
         }
         self.redis
             .call(op, CALL_TIMEOUT, f)
             .await
-            .map_err(|e| StoreDown(e.to_string()))
+            .map_err(|e| StoreDown::new(op, Cause::Redis(e.to_string())))
     }
 
     /// Ends run `run` of job `id` as `end` if it still holds the job (and, with

@@ -7,6 +7,7 @@ use futures_util::future::BoxFuture;
 
 use super::{RedisJobs, StoreDown};
 use crate::jobs::{DeliveryStatus, Job, Redelivered};
+use crate::store_down::Cause;
 
 impl RedisJobs {
     /// `JobStore::redeliver` for Redis.
@@ -38,8 +39,9 @@ impl RedisJobs {
                 return Ok(Redelivered::NotFailed);
             };
             delivery.redrive(now);
-            let text = serde_json::to_string(&delivery)
-                .map_err(|e| StoreDown(format!("cannot encode a delivery: {e}")))?;
+            let text = serde_json::to_string(&delivery).map_err(|e| {
+                StoreDown::new("redeliver", Cause::Encode(format!("a delivery: {e}")))
+            })?;
             let mut invocation = self.scripts.redeliver.prepare_invoke();
             invocation
                 .key(self.job_key(id))

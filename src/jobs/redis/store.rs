@@ -11,6 +11,7 @@ use crate::jobs::{
     Canceled, Counts, Delivery, DeliveryStatus, Job, JobStatus, JobStore, Moved, Redelivered,
     RunEnd, StoreDown, Submitted,
 };
+use crate::store_down::Cause;
 use crate::wall::unix_millis;
 
 impl JobStore for RedisJobs {
@@ -318,8 +319,9 @@ impl JobStore for RedisJobs {
         delivery: Delivery,
     ) -> BoxFuture<'a, Result<(), StoreDown>> {
         Box::pin(async move {
-            let text = serde_json::to_string(&delivery)
-                .map_err(|e| StoreDown(format!("cannot encode a delivery: {e}")))?;
+            let text = serde_json::to_string(&delivery).map_err(|e| {
+                StoreDown::new("delivered", Cause::Encode(format!("a delivery: {e}")))
+            })?;
             let mut invocation = self.scripts.delivered.prepare_invoke();
             invocation
                 .key(self.job_key(id))

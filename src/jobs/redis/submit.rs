@@ -5,6 +5,7 @@
 
 use super::{RedisJobs, StoreDown, fields};
 use crate::jobs::{Job, Submitted, ids};
+use crate::store_down::Cause;
 use crate::wall::unix_millis;
 
 impl RedisJobs {
@@ -58,9 +59,7 @@ impl RedisJobs {
                 _ => return Ok(Submitted::Full),
             }
         }
-        Err(StoreDown(
-            "the fleet's epoch changed twice during one submit".into(),
-        ))
+        Err(StoreDown::new("submit", Cause::EpochMoved))
     }
 
     /// Whether job `id` (not found) was made in an epoch that is not the

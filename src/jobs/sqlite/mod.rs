@@ -83,26 +83,29 @@ impl SqliteJobs {
         })
     }
 
-    /// Runs `op` in the file's next transaction, with the tally; resolves once it
-    /// is committed.
+    /// Runs `op` (the store's call `name`) in the file's next transaction, with
+    /// the tally; resolves once it is committed.
     fn call<T: Send + 'static>(
         &self,
+        name: &'static str,
         op: impl FnOnce(&Connection, &mut Tally) -> rusqlite::Result<T> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, StoreDown>> {
-        self.ask(op, false)
+        self.ask(name, op, false)
     }
 
     /// `call` for a read: answered as soon as it ran, whatever the batch's
     /// commit does (a full disk refuses writes only).
     fn read<T: Send + 'static>(
         &self,
+        name: &'static str,
         op: impl FnOnce(&Connection, &mut Tally) -> rusqlite::Result<T> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, StoreDown>> {
-        self.ask(op, true)
+        self.ask(name, op, true)
     }
 
     fn ask<T: Send + 'static>(
         &self,
+        name: &'static str,
         op: impl FnOnce(&Connection, &mut Tally) -> rusqlite::Result<T> + Send + 'static,
         read: bool,
     ) -> BoxFuture<'static, Result<T, StoreDown>> {
@@ -123,13 +126,14 @@ impl SqliteJobs {
         };
         let tally = self.tally.clone();
         Box::pin(async move {
-            called.await.map_err(|down| {
+            called.await.map_err(|cause| {
                 // The batch did not commit: what it counted did not happen.
                 let mut tally = lock(&tally);
                 tally.stale = true;
                 tally.metrics.store_error("commit");
+                let down = StoreDown::new(name, cause);
                 tracing::error!(error = %down, "the state file could not do a job store's call");
-                StoreDown(down.0)
+                down
             })
         })
     }

@@ -24,7 +24,7 @@ impl JobStore for SqliteJobs {
         client_max: Option<u32>,
     ) -> BoxFuture<'_, Result<Submitted, StoreDown>> {
         let (max_bytes, adding) = (self.max_bytes, job_bytes(&job));
-        self.call(move |tx, tally| {
+        self.call("submit", move |tx, tally| {
             if tally.unfinished >= max_queued {
                 return Ok(Submitted::Full);
             }
@@ -60,7 +60,7 @@ impl JobStore for SqliteJobs {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Option<(u64, String)>, StoreDown>> {
         let (key, now) = (key.to_owned(), crate::wall::unix_millis() as i64);
-        self.read(move |tx, _| {
+        self.read("keyed", move |tx, _| {
             tx.prepare_cached(
                 "SELECT fingerprint, job_id FROM submit_keys WHERE key = ?1 AND expires_at > ?2",
             )?
@@ -78,7 +78,7 @@ impl JobStore for SqliteJobs {
     ) -> BoxFuture<'a, Result<Option<Job>, StoreDown>> {
         let (id, client, ttl) = (id.to_owned(), client.to_owned(), self.ttl);
         let (now, webhooks) = (crate::wall::unix_millis(), self.webhooks);
-        self.read(move |tx, tally| {
+        self.read("get", move |tx, tally| {
             let found = find(tx, &id, webhooks, tally)?;
             Ok(found.filter(|job| job.client == client && !expired(ttl, job, now)))
         })
@@ -92,7 +92,7 @@ impl JobStore for SqliteJobs {
     ) -> BoxFuture<'a, Result<Canceled, StoreDown>> {
         let (id, client) = (id.to_owned(), client.to_owned());
         let (ttl, webhooks) = (self.ttl, self.webhooks);
-        self.call(move |tx, tally| {
+        self.call("cancel", move |tx, tally| {
             let Some(job) = find(tx, &id, webhooks, tally)?.filter(|j| j.client == client) else {
                 return Ok(Canceled::Unknown);
             };
@@ -110,7 +110,7 @@ impl JobStore for SqliteJobs {
 
     fn keep_finished(&self, job: Job) -> BoxFuture<'_, Result<bool, StoreDown>> {
         let (max_bytes, adding) = (self.max_bytes, job_bytes(&job));
-        self.call(move |tx, _| {
+        self.call("keep_finished", move |tx, _| {
             if !state_file::has_room(tx, max_bytes, adding)? {
                 return Ok(false);
             }
@@ -125,7 +125,7 @@ impl JobStore for SqliteJobs {
         client: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreDown>> {
         let (id, client, webhooks) = (id.to_owned(), client.to_owned(), self.webhooks);
-        self.call(move |tx, tally| {
+        self.call("forget", move |tx, tally| {
             let Some(job) = find(tx, &id, webhooks, tally)?.filter(|j| j.client == client) else {
                 return Ok(false);
             };
@@ -145,7 +145,7 @@ impl JobStore for SqliteJobs {
         busy: &'a [String],
     ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
         let (webhooks, busy) = (self.webhooks, busy.to_vec());
-        self.call(move |tx, tally| {
+        self.call("claim", move |tx, tally| {
             // The busy clients' jobs wait their turn; the others' are taken.
             let marks = vec!["?"; busy.len()].join(", ");
             let query = format!(
@@ -180,7 +180,7 @@ impl JobStore for SqliteJobs {
         now: u64,
     ) -> BoxFuture<'a, Result<Option<Moved>, StoreDown>> {
         let (id, webhooks) = (id.to_owned(), self.webhooks);
-        self.call(move |tx, tally| {
+        self.call("finish", move |tx, tally| {
             let Some(mut job) = find(tx, &id, webhooks, tally)?
                 .filter(|j| j.status == JobStatus::Running && j.runs == run)
             else {
@@ -217,7 +217,7 @@ impl JobStore for SqliteJobs {
         // One process holds the file: a run needs no lease, only the news that
         // its job was canceled meanwhile.
         let (runs, webhooks) = (runs.to_vec(), self.webhooks);
-        self.call(move |tx, tally| {
+        self.call("renew", move |tx, tally| {
             let mut gone = Vec::new();
             for (id, run) in runs {
                 let held = find(tx, &id, webhooks, tally)?
@@ -232,7 +232,7 @@ impl JobStore for SqliteJobs {
 
     fn sweep(&self, now: u64, _max_runs: u32) -> BoxFuture<'_, Result<Vec<Moved>, StoreDown>> {
         let webhooks = self.webhooks;
-        self.call(move |tx, tally| {
+        self.call("sweep", move |tx, tally| {
             let due = select(
                 tx,
                 "status = 'retry_wait' AND due_at <= ?1 ORDER BY seq",
@@ -256,7 +256,7 @@ impl JobStore for SqliteJobs {
 
     fn expire(&self, now: u64, ttl: Duration) -> BoxFuture<'_, Result<u64, StoreDown>> {
         let before = now.saturating_sub(ttl.as_millis() as u64) as i64;
-        self.call(move |tx, _| {
+        self.call("expire", move |tx, _| {
             let gone = tx.execute(
                 "DELETE FROM jobs WHERE status IN ('succeeded', 'failed', 'canceled') \
                  AND updated_at <= ?1 AND delivery_due IS NULL",
@@ -277,7 +277,7 @@ impl JobStore for SqliteJobs {
 
     fn counts(&self) -> BoxFuture<'_, Result<Counts, StoreDown>> {
         let file = self.file.clone();
-        let counted = self.read(|tx, _| {
+        let counted = self.read("counts", |tx, _| {
             let mut counts = Counts::default();
             let mut statement = tx.prepare_cached(&format!(
                 "SELECT status, COUNT(*) FROM jobs WHERE {UNFINISHED} GROUP BY status"
@@ -319,7 +319,7 @@ impl JobStore for SqliteJobs {
     ) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
         let held_until = (now + lease.as_millis() as u64) as i64;
         let webhooks = self.webhooks;
-        self.call(move |tx, tally| {
+        self.call("due_deliveries", move |tx, tally| {
             let clause = format!("delivery_due <= ?1 ORDER BY delivery_due LIMIT {most}");
             let due = select(tx, &clause, now as i64, webhooks, tally)?;
             for job in &due {
@@ -334,7 +334,7 @@ impl JobStore for SqliteJobs {
 
     fn failed_deliveries(&self, most: usize) -> BoxFuture<'_, Result<Vec<Job>, StoreDown>> {
         let webhooks = self.webhooks;
-        self.read(move |tx, tally| {
+        self.read("failed_deliveries", move |tx, tally| {
             let clause = format!(
                 "delivery IS NOT NULL AND json_extract(delivery, '$.status') = 'failed' \
                  AND ?1 = ?1 ORDER BY updated_at DESC LIMIT {most}"
@@ -349,7 +349,9 @@ impl JobStore for SqliteJobs {
         now: u64,
     ) -> BoxFuture<'a, Result<Redelivered, StoreDown>> {
         let (id, webhooks) = (id.to_owned(), self.webhooks);
-        self.call(move |tx, tally| redrive(tx, &id, now, webhooks, tally))
+        self.call("redeliver", move |tx, tally| {
+            redrive(tx, &id, now, webhooks, tally)
+        })
     }
 
     fn keep_final_event<'a>(
@@ -358,7 +360,7 @@ impl JobStore for SqliteJobs {
         event: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreDown>> {
         let (id, event) = (id.to_owned(), event.to_owned());
-        self.call(move |tx, _| {
+        self.call("keep_final_event", move |tx, _| {
             tx.prepare_cached("UPDATE jobs SET final_event = ?2 WHERE id = ?1")?
                 .execute(params![id, event])?;
             Ok(())
@@ -371,7 +373,7 @@ impl JobStore for SqliteJobs {
         delivery: Delivery,
     ) -> BoxFuture<'a, Result<(), StoreDown>> {
         let (id, webhooks) = (id.to_owned(), self.webhooks);
-        self.call(move |tx, tally| {
+        self.call("delivered", move |tx, tally| {
             if let Some(mut job) = find(tx, &id, webhooks, tally)? {
                 job.delivery = Some(delivery);
                 rows::write(tx, &job)?;

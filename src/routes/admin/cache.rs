@@ -18,7 +18,7 @@ pub async fn count(
     PromptName(task): PromptName,
     State(app): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
-    let entries = app.cache.count(&task).await.map_err(unavailable)?;
+    let entries = app.cache.count(&task).await?;
     Ok(Json(json!({"task": task, "entries": entries})))
 }
 
@@ -30,7 +30,7 @@ pub async fn forget(
     PromptName(task): PromptName,
     State(app): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
-    let deleted = app.cache.forget(&task).await.map_err(unavailable)?;
+    let deleted = app.cache.forget(&task).await?;
     tracing::info!(
         request_id = %request_id,
         trace_id = %trace.id(),
@@ -40,10 +40,4 @@ pub async fn forget(
         "kept answers forgotten through the admin API"
     );
     Ok(Json(json!({"deleted": deleted})))
-}
-
-/// The store of kept answers could not be reached (Redis): the caller may retry.
-fn unavailable(down: crate::cache::CacheDown) -> ApiError {
-    tracing::warn!(error = %down, "an admin call found the answer cache unavailable");
-    ApiError::StoreUnavailable
 }

@@ -31,12 +31,7 @@ pub async fn redeliver(
     else {
         return Err(ApiError::JobNotFound);
     };
-    let redelivered = app
-        .jobs
-        .store()
-        .redeliver(&id, unix_millis())
-        .await
-        .map_err(|_| ApiError::StoreUnavailable)?;
+    let redelivered = app.jobs.store().redeliver(&id, unix_millis()).await?;
     match redelivered {
         Redelivered::Unknown => Err(ApiError::JobNotFound),
         Redelivered::NotFailed => Err(ApiError::DeliveryNotFailed),

@@ -46,7 +46,19 @@ async fn an_unreachable_redis_at_start_stops_nothing_but_admin_writes() {
     gateway.terminate();
     gateway.exited(Duration::from_secs(5)).await;
     let logs = gateway.all_lines().join("\n");
-    assert!(logs.contains("redis unreachable"), "{logs}");
+    let said_why = logs.lines().any(|line| {
+        serde_json::from_str::<serde_json::Value>(line).is_ok_and(|line| {
+            line["message"] == "a store was unavailable"
+                && line["op"] == "prompts_write"
+                && line["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("refused"))
+        })
+    });
+    assert!(
+        said_why,
+        "the failed write and its cause are logged:\n{logs}"
+    );
     assert!(!logs.contains(REDIS_PASSWORD), "{logs}");
 }
 
