@@ -6,6 +6,7 @@ mod auth;
 mod history;
 mod paths;
 mod render;
+mod replicas;
 mod saving;
 mod status;
 mod try_task;

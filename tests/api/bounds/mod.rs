@@ -4,7 +4,6 @@
 
 mod answers;
 mod config;
-mod deadline;
 mod heads;
 mod idempotency;
 mod metrics;

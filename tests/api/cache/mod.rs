@@ -2,11 +2,12 @@
 //! misses kept, stale answers instead of retryable errors, in the JSON answer, the
 //! event stream and a job's run; `Cache-Control`; the key following the prompt
 //! and the variables; the admin routes; the bound, the 1 MiB limit, and the real
-//! state file across a restart. Across replicas: `replicas/cache.rs`.
+//! state file across a restart. Across replicas: `replicas.rs`.
 
 mod answers;
 mod kept;
 mod keys;
+mod replicas;
 
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! `rate_per_s`), in that order and before anything else; jobs and idempotency
 //! keys that belong to their key; the keys file edited while the gateway runs;
 //! the real binary's logs, metrics and start-up; `ladle keys add`. Across
-//! replicas: `replicas/clients.rs`.
+//! replicas: `replicas.rs`.
 
 mod fairness;
 mod limits;
@@ -11,6 +11,7 @@ mod order;
 mod ownership;
 mod refusals;
 mod reload;
+mod replicas;
 mod seen;
 mod startup;
 

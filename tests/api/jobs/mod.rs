@@ -9,6 +9,7 @@ pub mod events;
 mod full_disk;
 mod pacing;
 mod poison;
+mod replicas;
 mod runs;
 mod state_file;
 mod waiting;

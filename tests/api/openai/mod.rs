@@ -4,6 +4,7 @@
 //! list, and the official SDKs as the oracle.
 
 mod models;
+mod replicas;
 mod responses;
 mod responses_stored;
 mod sdk;

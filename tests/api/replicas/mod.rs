@@ -1,18 +1,9 @@
-//! Several replicas sharing one real `redis-server` (contract 6.7): two gateways
-//! in this process, each with its own state and prompts folder, in front of one
-//! mock upstream that counts what the fleet sends (`Gateway::replica`).
+//! The fleet as a whole on one real `redis-server` (contract 6.7): Redis going
+//! away, at start, under load and for longer than a lease, and replicas whose
+//! clocks disagree. Each concept's own Redis tests are in its folder's `replicas`
+//! module (`cache::replicas`, `jobs::replicas`, …), so `--skip replicas::` skips
+//! every test that needs `redis-server`.
 
-mod budgets;
-mod cache;
-mod clients;
 mod clocks;
-mod idempotency;
-mod job_bounds;
-mod job_events;
-mod job_store;
-mod jobs;
 mod long_outage;
 mod outage;
-mod persistence;
-mod prompts;
-mod responses;

@@ -1,7 +1,7 @@
 //! The Redis job store itself against a real redis-server, two handles on it
 //! standing for two replicas: every transition, leases that run out, a run
 //! failed `job_interrupted`, the fleet's unfinished bound, cancels seen through
-//! renewals, deliveries held, and keys that expire (Redis stopped is in `jobs`). Times are arguments, so
+//! renewals, deliveries held, and keys that expire (Redis stopped is in `runs`). Times are arguments, so
 //! nothing here waits, but for leases: they run by Redis's own clock (a
 //! replica's time never moves them), so their end is waited for.
 

@@ -1,6 +1,8 @@
 //! Idempotency keys (contract 6.6): replays in every form, a repeat joining a run
 //! in progress, the run outliving its client while a repeat waits, failures not
-//! kept, another request under the key refused.
+//! kept, another request under the key refused. Across replicas: `replicas.rs`.
+
+mod replicas;
 
 use std::time::Duration;
 
