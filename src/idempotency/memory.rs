@@ -121,7 +121,7 @@ impl MemoryStore {
                 outcome: outcome.clone(),
             },
         );
-        Lookup::Run(Box::new(Slot {
+        Lookup::Run(Box::new(Claim {
             records: self.records.clone(),
             limits: self.limits,
             key: key.to_owned(),
@@ -134,7 +134,7 @@ impl MemoryStore {
 }
 
 /// A run's claim on its key.
-struct Slot {
+struct Claim {
     records: Arc<Mutex<Records>>,
     limits: Limits,
     key: String,
@@ -159,7 +159,7 @@ impl Records {
     }
 }
 
-impl Slot {
+impl Claim {
     /// Removes this run's record, if it is still this run's; whether it was.
     fn release(&self, records: &mut Records) -> bool {
         let ours = matches!(
@@ -173,7 +173,7 @@ impl Slot {
     }
 }
 
-impl RunSlot for Slot {
+impl RunSlot for Claim {
     fn succeed(mut self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
         self.reported = true;
         let mut records = lock(&self.records);
@@ -238,7 +238,7 @@ fn done() -> BoxFuture<'static, ()> {
     Box::pin(std::future::ready(()))
 }
 
-impl Drop for Slot {
+impl Drop for Claim {
     /// A run dropped before its outcome (no one waited any more) frees its key.
     fn drop(&mut self) {
         if !self.reported {

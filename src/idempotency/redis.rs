@@ -158,7 +158,7 @@ impl IdempotencyStore for RedisIdempotency {
                 }
                 _ => {
                     lock(&shared.claims).insert(record.clone(), run.clone());
-                    Lookup::Run(Box::new(Slot {
+                    Lookup::Run(Box::new(Claim {
                         shared: shared.clone(),
                         record,
                         watched,
@@ -219,7 +219,7 @@ async fn wait(
 
 /// A run's claim on a key in Redis; dropped without a report (the run ended
 /// with nobody waiting, or its task died), it frees the key.
-struct Slot {
+struct Claim {
     shared: Arc<Shared>,
     record: String,
     /// Kept alive by the repeats that wait on this run.
@@ -230,7 +230,7 @@ struct Slot {
     reported: bool,
 }
 
-impl Slot {
+impl Claim {
     /// Ends the claim as `state` with `payload`, if it is still this run's. The
     /// write goes on in the background with the whole `CALL_TIMEOUT` (so a report
     /// outlives a request at its deadline); the future waits for it until
@@ -273,7 +273,7 @@ impl Slot {
     }
 }
 
-impl Drop for Slot {
+impl Drop for Claim {
     fn drop(&mut self) {
         if !self.reported {
             drop(self.report("gone", String::new(), Duration::ZERO, None));
@@ -281,7 +281,7 @@ impl Drop for Slot {
     }
 }
 
-impl RunSlot for Slot {
+impl RunSlot for Claim {
     /// Awaited before the run's client gets its last bytes (within its deadline),
     /// so that once a client has its answer, a repeat anywhere is a replay.
     fn succeed(mut self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
