@@ -46,11 +46,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
     let mut browser = Browser::start().await;
 
     // Act and assert: the page asks for the token, then lists the prompts.
-    browser.go(&format!("{}/admin", app.base)).await;
-    let token = browser.find("#token").await;
-    browser.type_into(&token, ADMIN_TOKEN).await;
-    let save_token = browser.find("#token-save").await;
-    browser.click(&save_token).await;
+    browser.sign_in(&format!("{}/admin", app.base)).await;
     browser
         .wait_for(
             "the recipe prompt in the list",
@@ -68,8 +64,9 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
         json!([ADMIN_TOKEN, 0]),
         "the token is in session storage only"
     );
-    let item = browser.find("#prompt-list button[data-name=recipe]").await;
-    browser.click(&item).await;
+    browser
+        .click_on("#prompt-list button[data-name=recipe]")
+        .await;
     browser
         .wait_for(
             "the recipe text in the editor",
@@ -85,8 +82,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
             "return document.getElementById('cache-count').textContent.includes('1 answer kept');",
         )
         .await;
-    let clear = browser.find("#clear-cache").await;
-    browser.click(&clear).await;
+    browser.click_on("#clear-cache").await;
     browser
         .wait_for(
             "the answers forgotten",
@@ -103,8 +99,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
 
     // Broken TOML is refused and the banner names the line.
     browser.set_value("#editor", &broken).await;
-    let save = browser.find("#save").await;
-    browser.click(&save).await;
+    browser.click_on("#save").await;
     let banner = browser
         .wait_for(
             "a validation error",
@@ -134,7 +129,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
 
     // The fixed text saves.
     browser.set_value("#editor", &fixed).await;
-    browser.click(&save).await;
+    browser.click_on("#save").await;
     browser
         .wait_for(
             "the Saved status",
@@ -158,8 +153,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
     browser
         .set_value("#variables", r#"{"dish": "香酥鸭", "servings": 3}"#)
         .await;
-    let preview = browser.find("#preview").await;
-    browser.click(&preview).await;
+    browser.click_on("#preview").await;
     let shown = browser
         .wait_for(
             "the rendered preview",
@@ -181,8 +175,7 @@ async fn an_operator_edits_validates_saves_and_previews_the_recipe_prompt_in_a_b
     // Try runs the saved prompt on the admin token, and keeps nothing.
     app.upstream()
         .push([crate::support::scripts::recipe_answer()]);
-    let try_it = browser.find("#try").await;
-    browser.click(&try_it).await;
+    browser.click_on("#try").await;
     let tried = browser
         .wait_for(
             "the try's result",
@@ -245,11 +238,7 @@ async fn an_operator_sees_an_open_breaker_and_the_last_attempts_on_the_status_ta
     let mut browser = Browser::start().await;
 
     // Act: the status tab, straight from its link, after the token.
-    browser.go(&format!("{}/admin#status", app.base)).await;
-    let token = browser.find("#token").await;
-    browser.type_into(&token, ADMIN_TOKEN).await;
-    let save_token = browser.find("#token-save").await;
-    browser.click(&save_token).await;
+    browser.sign_in(&format!("{}/admin#status", app.base)).await;
 
     // Assert: a's breaker open with two busy attempts, b's two answers.
     let row_a = browser
@@ -284,8 +273,7 @@ async fn an_operator_sees_an_open_breaker_and_the_last_attempts_on_the_status_ta
     assert_eq!(hidden, json!(true), "the editor is behind its tab");
 
     // The prompts tab brings the editor back; the status tab refreshes.
-    let prompts = browser.find("#tab-prompts").await;
-    browser.click(&prompts).await;
+    browser.click_on("#tab-prompts").await;
     browser
         .wait_for(
             "the editor shown",
@@ -297,8 +285,7 @@ async fn an_operator_sees_an_open_breaker_and_the_last_attempts_on_the_status_ta
     let status_code = third.status();
     let said = third.text().await.expect("body");
     assert_eq!(status_code, 200, "b answers a third time: {said}");
-    let status_tab = browser.find("#tab-status").await;
-    browser.click(&status_tab).await;
+    browser.click_on("#tab-status").await;
     browser
         .wait_for(
             "b's third answer on the panel",

@@ -190,19 +190,7 @@ async fn a_jobs_run_waits_for_its_tasks_slot_without_a_limit() {
     let holding = Endpoint::clone(&gateway);
     let sync = tokio::spawn(async move { slow(&holding, 1).await });
     requests_arrive(&upstream, 1).await;
-    let submitted = gateway
-        .post("/v1/tasks/slow?async=true", &json!({"n": 2}))
-        .await;
-    let id = json_of(submitted).await["id"]
-        .as_str()
-        .expect("an id")
-        .to_owned();
-    let job = json_of(gateway.get(&format!("/v1/jobs/{id}?wait_ms=3000")).await).await;
-    assert_eq!(
-        (job["status"].as_str(), job["runs"].as_u64()),
-        (Some("succeeded"), Some(1)),
-        "{job}"
-    );
+    let job = job_succeeded_in_one_run(&gateway, "slow", &json!({"n": 2})).await;
     assert_eq!(job["result"]["output"], "做完");
     assert_eq!(sync.await.expect("the request").0, 200);
 }

@@ -66,8 +66,7 @@ async fn an_upstream_whose_port_is_closed_ends_in_upstream_timeout() {
     let url = format!("http://127.0.0.1:{}/v1", free_port());
     let gateway = Gateway::options().url(&url).start().await;
     let response = gateway.chat(false).await;
-    assert_eq!(response.status(), 504);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
+    assert_error(response, 504, "upstream_timeout").await;
 }
 
 #[tokio::test]
@@ -80,11 +79,7 @@ async fn an_endless_slow_stream_hits_the_deadline_and_the_upstream_socket_is_clo
     app.upstream().push([drip("滴", millis(20))]);
     let response = app.chat(false).await;
     let answered = tokio::time::Instant::now();
-    assert_eq!(response.status(), 504);
-    assert_eq!(
-        json_of(response).await["error"]["code"],
-        "deadline_exceeded"
-    );
+    assert_deadline_exceeded(response).await;
     let closed = app
         .upstream()
         .closed_at(0)
@@ -98,25 +93,10 @@ async fn an_endless_slow_stream_hits_the_deadline_and_the_upstream_socket_is_clo
 async fn a_client_that_disconnects_closes_the_upstream_socket() {
     let app = Gateway::start().await;
     app.upstream().push([drip("滴", millis(20))]);
-    let mut response = app.chat(true).await;
-    let first = response
-        .chunk()
-        .await
-        .expect("read")
-        .expect("a first chunk");
+    let (response, first) = app.chat_streaming().await;
     assert!(!first.is_empty());
     drop(response);
-    let gone = tokio::time::Instant::now();
-    let closed = app
-        .upstream()
-        .closed_at(0)
-        .await
-        .expect("the upstream socket was closed");
-    assert!(
-        ms(gone, closed) < 500,
-        "closed {} ms after the client left",
-        ms(gone, closed)
-    );
+    assert_upstream_closed_soon(&app).await;
     assert_eq!(
         app.metric("ladle_upstream_attempts_total{outcome=\"cancelled\",upstream=\"default\"}")
             .await,
@@ -175,8 +155,7 @@ async fn garbage_in_a_declared_event_stream_fails_cleanly_as_upstream_failed() {
     ]);
     app.upstream().fallback(garbage);
     let response = app.chat(false).await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert_eq!(
         app.upstream().requests().len(),
         2,
@@ -189,14 +168,7 @@ async fn a_connection_reset_before_output_is_retried_like_not_started() {
     let app = Gateway::start().await;
     app.upstream()
         .push([Script(vec![Step::Reset]), sse_answer(&["好"])]);
-    let response = app.chat(false).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream().requests().len(), 2);
-    assert_eq!(
-        app.metric("ladle_retries_total{reason=\"not_started\"}")
-            .await,
-        1.0
-    );
+    assert_answered_after_one_retry(&app, "not_started").await;
 }
 
 #[tokio::test]
@@ -204,8 +176,7 @@ async fn a_stream_that_ends_without_done_or_finish_after_output_is_a_failure() {
     let app = Gateway::start().await;
     app.upstream().fallback(sse(vec![data(&content("半截"))]));
     let response = app.chat(false).await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert_eq!(app.upstream().requests().len(), 2);
 }
 
@@ -215,17 +186,7 @@ async fn a_non_streaming_client_that_gives_up_closes_the_upstream_socket_too() {
     app.upstream().push([drip("滴", millis(20))]);
     let gave_up = tokio::time::timeout(millis(150), app.chat(false)).await;
     assert!(gave_up.is_err(), "the answer cannot be complete yet");
-    let gone = tokio::time::Instant::now();
-    let closed = app
-        .upstream()
-        .closed_at(0)
-        .await
-        .expect("the upstream socket was closed");
-    assert!(
-        ms(gone, closed) < 500,
-        "closed {} ms after the client left",
-        ms(gone, closed)
-    );
+    assert_upstream_closed_soon(&app).await;
 }
 
 #[tokio::test]
@@ -256,13 +217,7 @@ async fn the_sample_busy_error_stream_is_retried_as_busy() {
     let sample = fixture("stream-busy-error.sse");
     app.upstream()
         .push([sse(vec![Step::Send(sample)]), sse_answer(&["好"])]);
-    let response = app.chat(false).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream().requests().len(), 2);
-    assert_eq!(
-        app.metric("ladle_retries_total{reason=\"busy\"}").await,
-        1.0
-    );
+    assert_answered_after_one_retry(&app, "busy").await;
 }
 
 #[tokio::test]
@@ -282,4 +237,20 @@ async fn the_callers_fields_reach_the_upstream_unchanged_with_stream_forced_on()
     // A whole answer asks for usage (contract 6.8).
     expected["stream_options"] = json!({"include_usage": true});
     assert_eq!(app.upstream().requests()[0].body, expected);
+}
+
+/// Asserts the first request's upstream socket closes within 500 ms from now,
+/// the moment the client left.
+async fn assert_upstream_closed_soon(app: &Gateway) {
+    let gone = tokio::time::Instant::now();
+    let closed = app
+        .upstream()
+        .closed_at(0)
+        .await
+        .expect("the upstream socket was closed");
+    assert!(
+        ms(gone, closed) < 500,
+        "closed {} ms after the client left",
+        ms(gone, closed)
+    );
 }

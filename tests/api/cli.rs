@@ -11,15 +11,21 @@ use crate::support::process::ladle_command;
 use crate::support::raw::blocking_get;
 use crate::support::*;
 
+/// Runs `ladle check` on the prompts in `dir`; its output, and its stdout as text.
+fn check_on(dir: &std::path::Path) -> (std::process::Output, String) {
+    let output = ladle_command()
+        .arg("check")
+        .env("LADLE_PROMPTS_DIR", dir)
+        .output()
+        .expect("run ladle check");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    (output, stdout)
+}
+
 #[test]
 fn check_passes_on_the_shipped_prompts() {
     let dir = prompts_copy();
-    let output = ladle_command()
-        .arg("check")
-        .env("LADLE_PROMPTS_DIR", &dir)
-        .output()
-        .expect("run ladle check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let (output, stdout) = check_on(&dir);
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("recipe") && stdout.contains("fridge") && stdout.contains("0 problem"));
 }
@@ -32,12 +38,7 @@ fn check_fails_and_names_a_broken_prompt() {
         "output = \"recipe\"\n[messages]\nuser = \"{{ x \"\n",
     )
     .expect("write");
-    let output = ladle_command()
-        .arg("check")
-        .env("LADLE_PROMPTS_DIR", &dir)
-        .output()
-        .expect("run ladle check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let (output, stdout) = check_on(&dir);
     assert!(!output.status.success());
     assert!(stdout.contains("BROKEN  broken"), "{stdout}");
 }

@@ -8,13 +8,18 @@ use std::time::Duration;
 use crate::support::mock_upstream::*;
 use crate::support::*;
 
-#[tokio::test]
-async fn comments_keep_a_backing_off_stream_alive_and_the_retry_is_still_made() {
-    let app = Gateway::options()
+/// A gateway whose streams get comments after 50 ms of silence, back-offs 150 ms.
+async fn keeping_alive() -> Gateway {
+    Gateway::options()
         .adjust(|c| c.stream_keepalive = Some(Duration::from_millis(50)))
         .adjust(back_offs(150))
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn comments_keep_a_backing_off_stream_alive_and_the_retry_is_still_made() {
+    let app = keeping_alive().await;
     app.upstream()
         .push([status(503, "{}"), sse_answer(&["终于"])]);
     let response = app.chat(true).await;
@@ -38,11 +43,7 @@ async fn comments_keep_a_backing_off_stream_alive_and_the_retry_is_still_made() 
 
 #[tokio::test]
 async fn a_failure_after_the_head_is_one_error_event_without_done() {
-    let app = Gateway::options()
-        .adjust(|c| c.stream_keepalive = Some(Duration::from_millis(50)))
-        .adjust(back_offs(150))
-        .start()
-        .await;
+    let app = keeping_alive().await;
     app.upstream()
         .fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     let response = app.chat(true).await;
@@ -64,11 +65,7 @@ async fn a_failure_after_the_head_is_one_error_event_without_done() {
 
 #[tokio::test]
 async fn nothing_is_added_when_output_comes_first() {
-    let app = Gateway::options()
-        .adjust(|c| c.stream_keepalive = Some(Duration::from_millis(50)))
-        .adjust(back_offs(150))
-        .start()
-        .await;
+    let app = keeping_alive().await;
     app.upstream().push([sse_answer(&["快"])]);
     let body = app.chat(true).await.text().await.expect("body");
     assert!(!body.contains("keep-alive"), "{body}");
@@ -80,6 +77,5 @@ async fn without_the_setting_a_failing_stream_is_still_a_plain_http_error() {
     let app = Gateway::with(back_offs(150)).await;
     app.upstream().fallback(status(503, "{}"));
     let response = app.chat(true).await;
-    assert_eq!(response.status(), 503);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
+    assert_error(response, 503, "upstream_busy").await;
 }

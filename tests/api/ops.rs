@@ -118,12 +118,7 @@ async fn a_live_stream_counts_as_in_flight_and_its_duration_covers_the_whole_str
     app.upstream()
         .push([slow_answer(&["一", "二", "三"], millis(150))]);
     // Act
-    let mut response = app.chat(true).await;
-    let first = response
-        .chunk()
-        .await
-        .expect("read")
-        .expect("a first chunk");
+    let (response, first) = app.chat_streaming().await;
     let during = app.metrics().await;
     let rest = response.text().await.expect("the rest of the stream");
     let after = app.metrics().await;
@@ -232,8 +227,7 @@ async fn an_endless_upstream_line_fails_the_attempt_instead_of_growing_memory() 
     let started = Instant::now();
     let response = app.chat(false).await;
     // Assert: the early retry gets the same, then the request fails.
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert!(started.elapsed() < millis(1500));
     assert_eq!(app.upstream().requests().len(), 2);
     for index in 0..2 {

@@ -115,8 +115,7 @@ async fn a_proxy_that_refuses_the_tunnel_is_a_not_started_failure() {
         .start()
         .await;
     let response = gateway.chat(false).await;
-    assert_eq!(response.status(), 504);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_timeout");
+    assert_error(response, 504, "upstream_timeout").await;
     assert!(upstream.versions().is_empty());
     assert!(
         proxy.log().matches("CONNECT").count() >= 2,

@@ -22,12 +22,7 @@ async fn shutdown_lets_a_live_stream_finish_and_refuses_new_connections() {
         .await;
     app.upstream()
         .push([slow_answer(&["一", "二", "三"], millis(200))]);
-    let mut response = app.chat(true).await;
-    let first = response
-        .chunk()
-        .await
-        .expect("read")
-        .expect("a first chunk");
+    let (response, first) = app.chat_streaming().await;
     // Act
     stop.send(()).expect("the server is listening for shutdown");
     let asked = Instant::now();
@@ -63,12 +58,7 @@ async fn sigterm_lets_live_streams_on_every_worker_finish_and_the_process_exits_
     let mut responses = Vec::new();
     for _ in 0..streams {
         // A client each, so each stream has a connection of its own.
-        let mut response = Endpoint::new(gateway.base.clone()).chat(true).await;
-        let first = response
-            .chunk()
-            .await
-            .expect("read")
-            .expect("a first chunk");
+        let (response, first) = Endpoint::new(gateway.base.clone()).chat_streaming().await;
         responses.push((first, response));
     }
     // Act

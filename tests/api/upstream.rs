@@ -185,8 +185,7 @@ async fn an_event_of_endless_data_lines_fails_the_attempt_instead_of_growing_mem
         .fallback(sse(vec![Step::Drip(line, Duration::from_millis(1))]));
     let response = app.chat(false).await;
     // A broken stream: retried once at once, then the request fails.
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert_eq!(app.upstream().requests().len(), 2);
     for index in 0..2 {
         assert!(

@@ -270,10 +270,7 @@ async fn figures(
 
 /// Asks the cached task with `q` = `n`: whether it answered `200`.
 async fn cached(client: &reqwest::Client, task: &str, n: usize) -> bool {
-    let answer = client
-        .post(task)
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"q": "第{n}问"}}"#))
+    let answer = load::post_json(client, task, format!(r#"{{"q": "第{n}问"}}"#))
         .send()
         .await;
     match answer {

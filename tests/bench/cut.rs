@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use crate::load::quantile;
+use crate::load::{self, quantile};
 use crate::procs;
 
 /// Requests per measured run, one at a time.
@@ -78,13 +78,7 @@ async fn gap_after(
     chunks: usize,
 ) -> Option<f64> {
     let sent = Instant::now();
-    let response = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .ok()?;
+    let response = load::post_json(client, url, body).send().await.ok()?;
     let mut stream = response.bytes_stream();
     let mut text = Vec::new();
     let (mut seen, mut mark, mut gap) = (0, (after == 0).then_some(sent), None);

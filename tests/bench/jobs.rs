@@ -126,12 +126,7 @@ async fn submit_load(ladle: &Proc, store: &'static str, count: usize) -> Submits
     let submit = move |n: usize| {
         let (client, url) = (client.clone(), url.clone());
         async move {
-            let sent = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(body(n))
-                .send()
-                .await;
+            let sent = load::post_json(&client, &url, body(n)).send().await;
             matches!(sent, Ok(r) if r.status() == 202)
         }
     };
@@ -209,12 +204,7 @@ async fn end_to_end(ladle: &Proc, requests: usize) -> EndToEnd {
         move |n: usize| {
             let (client, task) = (client.clone(), task.clone());
             async move {
-                let answer = client
-                    .post(&task)
-                    .header("content-type", "application/json")
-                    .body(body(n))
-                    .send()
-                    .await;
+                let answer = load::post_json(&client, &task, body(n)).send().await;
                 match answer {
                     Ok(r) if r.status() == 200 => r.bytes().await.is_ok(),
                     _ => false,
@@ -259,10 +249,7 @@ async fn job_round_trip(
     jobs: &str,
     n: usize,
 ) -> Option<bool> {
-    let submitted = client
-        .post(format!("{task}?async=true"))
-        .header("content-type", "application/json")
-        .body(body(n))
+    let submitted = load::post_json(client, format!("{task}?async=true"), body(n))
         .send()
         .await
         .ok()?;

@@ -67,6 +67,18 @@ pub fn client() -> reqwest::Client {
         .expect("the load generator's client builds")
 }
 
+/// A POST of the JSON `body` to `url`, to send.
+pub fn post_json(
+    client: &reqwest::Client,
+    url: impl reqwest::IntoUrl,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+}
+
 /// The request body for a shape (the mock reads `n_chunks` and `gap_ms`).
 pub fn body(chunks: u32, gap_ms: u64) -> Bytes {
     Bytes::from(format!(
@@ -129,10 +141,7 @@ async fn one(
     bearer: Option<&str>,
 ) -> Option<(f64, f64)> {
     let sent = Instant::now();
-    let mut request = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body);
+    let mut request = post_json(client, url, body);
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }
@@ -193,12 +202,7 @@ pub async fn open_streams(url: &str, count: usize, gap_ms: u64, within: Duration
         let mut released = released.clone();
         tokio::spawn(async move {
             let permit = connecting.acquire_owned().await;
-            let sent = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await;
+            let sent = post_json(&client, &url, body).send().await;
             let mut response = match sent {
                 Ok(response) if response.status() == 200 => response,
                 _ => {

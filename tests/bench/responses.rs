@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 
-use crate::load::quantile;
+use crate::load::{self, quantile};
 use crate::procs::{self, Proc};
 
 /// Streams per round and route.
@@ -114,13 +114,7 @@ async fn round(
 /// (`[DONE]` on chat, `response.completed` on the Responses API).
 async fn first_delta(client: &reqwest::Client, url: &str, body: Bytes) -> Option<f64> {
     let sent = Instant::now();
-    let response = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .ok()?;
+    let response = load::post_json(client, url, body).send().await.ok()?;
     let mut stream = response.bytes_stream();
     let (mut first, mut tail) = (None, Vec::new());
     while let Some(bytes) = stream.next().await {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use crate::load::quantile;
+use crate::load::{self, quantile};
 use crate::procs::{self, Proc};
 
 /// A task whose upstream body asks the fast mock for `n_chunks` chunks `gap_ms`
@@ -277,12 +277,11 @@ async fn json_of(request: reqwest::RequestBuilder) -> Result<serde_json::Value, 
 
 /// Submits a job of `task`: its id.
 async fn submit(client: &reqwest::Client, base: &str, task: &str) -> Result<String, String> {
-    let job = json_of(
-        client
-            .post(format!("{base}/v1/tasks/{task}?async=true"))
-            .header("content-type", "application/json")
-            .body("{}"),
-    )
+    let job = json_of(load::post_json(
+        client,
+        format!("{base}/v1/tasks/{task}?async=true"),
+        "{}",
+    ))
     .await?;
     Ok(job["id"].as_str().ok_or("no job id")?.to_owned())
 }

@@ -26,13 +26,14 @@ pub struct Waiting {
 pub async fn long_polls(ladle: &Proc, readers: usize) -> Result<Waiting, String> {
     let client = load::client();
     let base = format!("http://{}", ladle.addr);
-    let submitted = client
-        .post(format!("{base}/v1/tasks/bench?async=true"))
-        .header("content-type", "application/json")
-        .body(body(0))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
+    let submitted = load::post_json(
+        &client,
+        format!("{base}/v1/tasks/bench?async=true"),
+        body(0),
+    )
+    .send()
+    .await
+    .map_err(|e| e.to_string())?;
     let job: serde_json::Value = submitted.json().await.map_err(|e| e.to_string())?;
     let id = job["id"].as_str().ok_or("no job id")?.to_owned();
     let before = ladle.rss_kib();

@@ -21,11 +21,7 @@ async fn admin_routes_without_a_token_answer_401_unauthorized() {
         .expect("gateway answers");
     // Assert: the token is checked before the name, and nothing was written.
     for response in [list, bad_name, put] {
-        let (status, error) = error_of(response).await;
-        assert_eq!(
-            (status, error["code"].as_str()),
-            (401, Some("unauthorized"))
-        );
+        assert_error_code(response, 401, "unauthorized", "").await;
     }
     let recipe = std::fs::read_to_string(app.prompts_dir.join("recipe.toml")).expect("recipe");
     assert_eq!(recipe, shipped_recipe());
@@ -49,12 +45,7 @@ async fn a_wrong_admin_token_answers_401_and_the_right_one_is_let_in() {
             .send()
             .await
             .expect("gateway answers");
-        let (status, error) = error_of(response).await;
-        assert_eq!(
-            (status, error["code"].as_str()),
-            (401, Some("unauthorized")),
-            "{header}"
-        );
+        let error = assert_error_code(response, 401, "unauthorized", &header).await;
         assert!(
             !error.to_string().contains(ADMIN_TOKEN),
             "the token is never echoed"
@@ -101,12 +92,7 @@ async fn with_no_admin_token_configured_the_admin_api_answers_404_but_the_page_i
             .await
             .expect("gateway answers");
         // Assert
-        let (status, error) = error_of(response).await;
-        assert_eq!(
-            (status, error["code"].as_str()),
-            (404, Some("not_found")),
-            "{method} {path}"
-        );
+        assert_error_code(response, 404, "not_found", format!("{method} {path}")).await;
     }
     assert_eq!(
         std::fs::read_to_string(app.prompts_dir.join("recipe.toml")).expect("recipe"),

@@ -115,30 +115,23 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
     std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd.toml")).expect("plant passwd.toml");
     let app = Gateway::options().admin().prompts_dir(&dir).start().await;
     // Act and assert: not listed, not served, not rendered, not run, not deleted.
-    let list = json_of(
-        app.admin(Method::GET, "/admin/prompts")
-            .send()
-            .await
-            .expect("answer"),
-    )
-    .await;
+    let list = json_of(app.admin_call(Method::GET, "/admin/prompts").await).await;
     assert!(
         !list.to_string().contains("evil") && !list.to_string().contains("passwd"),
         "{list}"
     );
     for name in ["evil", "passwd"] {
         let read = app
-            .admin(Method::GET, &format!("/admin/prompts/{name}"))
-            .send()
-            .await
-            .expect("answer");
+            .admin_call(Method::GET, &format!("/admin/prompts/{name}"))
+            .await;
         assert_eq!(read.status(), 404, "GET {name}");
         let render = app
-            .admin(Method::POST, &format!("/admin/prompts/{name}/render"))
-            .json(&json!({"variables": {"dish": "鸭"}}))
-            .send()
-            .await
-            .expect("answer");
+            .admin_json(
+                Method::POST,
+                &format!("/admin/prompts/{name}/render"),
+                &json!({"variables": {"dish": "鸭"}}),
+            )
+            .await;
         assert_eq!(render.status(), 404, "render {name}");
         assert_eq!(
             app.post(&format!("/v1/tasks/{name}"), &json!({"dish": "鸭"}))
@@ -148,10 +141,8 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
         );
     }
     let delete = app
-        .admin(Method::DELETE, "/admin/prompts/passwd")
-        .send()
-        .await
-        .expect("answer");
+        .admin_call(Method::DELETE, "/admin/prompts/passwd")
+        .await;
     assert_eq!(delete.status(), 404);
     assert!(
         std::fs::symlink_metadata(dir.join("passwd.toml"))
@@ -175,10 +166,8 @@ async fn a_symlink_planted_in_the_folder_is_not_listed_served_or_written_through
     );
     // The outside text was not copied into history either.
     let history = json_of(
-        app.admin(Method::GET, "/admin/prompts/evil/history")
-            .send()
-            .await
-            .expect("answer"),
+        app.admin_call(Method::GET, "/admin/prompts/evil/history")
+            .await,
     )
     .await;
     assert_eq!(history, json!([]));
@@ -192,11 +181,7 @@ async fn a_history_folder_planted_as_a_symlink_is_never_written_through() {
     std::os::unix::fs::symlink(&outside, dir.join(".history")).expect("plant .history");
     let app = Gateway::options().admin().prompts_dir(&dir).start().await;
     let response = app.put_prompt("recipe", &small_prompt("替换"), None).await;
-    let (status, error) = error_of(response).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (500, Some("storage_failed"))
-    );
+    assert_error_code(response, 500, "storage_failed", "").await;
     assert!(
         names_in(&outside).is_empty(),
         "nothing was written outside: {:?}",

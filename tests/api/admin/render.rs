@@ -9,11 +9,12 @@ use crate::support::*;
 async fn rendering_a_saved_prompt_fills_in_variables_and_defaults_without_calling_upstream() {
     let app = Gateway::options().admin().start().await;
     let response = app
-        .admin(Method::POST, "/admin/prompts/recipe/render")
-        .json(&json!({"variables": {"dish": "香酥鸭"}}))
-        .send()
-        .await
-        .expect("answer");
+        .admin_json(
+            Method::POST,
+            "/admin/prompts/recipe/render",
+            &json!({"variables": {"dish": "香酥鸭"}}),
+        )
+        .await;
     assert_eq!(response.status(), 200);
     let body = json_of(response).await;
     let messages = body["messages"].as_array().expect("messages");
@@ -27,16 +28,13 @@ async fn rendering_a_saved_prompt_fills_in_variables_and_defaults_without_callin
         json!({"temperature": 0.7, "max_tokens": 2400})
     );
     let missing = app
-        .admin(Method::POST, "/admin/prompts/recipe/render")
-        .json(&json!({"variables": {}}))
-        .send()
-        .await
-        .expect("answer");
-    let (status, error) = error_of(missing).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (422, Some("invalid_variables"))
-    );
+        .admin_json(
+            Method::POST,
+            "/admin/prompts/recipe/render",
+            &json!({"variables": {}}),
+        )
+        .await;
+    assert_error_code(missing, 422, "invalid_variables", "").await;
     assert!(app.upstream().requests().is_empty(), "no upstream call");
 }
 
@@ -45,11 +43,12 @@ async fn rendering_unsaved_text_previews_it_and_reports_broken_text_as_invalid_p
     let app = Gateway::options().admin().start().await;
     let text = small_prompt("预览");
     let ok = app
-        .admin(Method::POST, "/admin/render")
-        .json(&json!({"template": text, "variables": {"dish": "麻婆豆腐"}}))
-        .send()
-        .await
-        .expect("answer");
+        .admin_json(
+            Method::POST,
+            "/admin/render",
+            &json!({"template": text, "variables": {"dish": "麻婆豆腐"}}),
+        )
+        .await;
     assert_eq!(ok.status(), 200);
     let body = json_of(ok).await;
     assert_eq!(
@@ -58,28 +57,22 @@ async fn rendering_unsaved_text_previews_it_and_reports_broken_text_as_invalid_p
     );
     assert_eq!(body["params"], json!({}));
     let broken = app
-        .admin(Method::POST, "/admin/render")
-        .json(&json!({"template": "output = \"text\"\n[messages\nuser = \"x\"", "variables": {}}))
-        .send()
-        .await
-        .expect("answer");
-    let (status, error) = error_of(broken).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (422, Some("invalid_prompt"))
-    );
+        .admin_json(
+            Method::POST,
+            "/admin/render",
+            &json!({"template": "output = \"text\"\n[messages\nuser = \"x\"", "variables": {}}),
+        )
+        .await;
+    let error = assert_error_code(broken, 422, "invalid_prompt", "").await;
     assert_eq!(error["line"].as_u64(), Some(2));
     let no_dish = app
-        .admin(Method::POST, "/admin/render")
-        .json(&json!({"template": text, "variables": {}}))
-        .send()
-        .await
-        .expect("answer");
-    let (status, error) = error_of(no_dish).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (422, Some("invalid_variables"))
-    );
+        .admin_json(
+            Method::POST,
+            "/admin/render",
+            &json!({"template": text, "variables": {}}),
+        )
+        .await;
+    assert_error_code(no_dish, 422, "invalid_variables", "").await;
     assert_eq!(
         names_in(&app.prompts_dir),
         ["fridge.toml", "recipe.toml"],

@@ -10,13 +10,7 @@ use crate::support::*;
 #[tokio::test]
 async fn the_prompt_list_has_name_description_output_etag_and_updated_at() {
     let app = Gateway::options().admin().start().await;
-    let list = json_of(
-        app.admin(Method::GET, "/admin/prompts")
-            .send()
-            .await
-            .expect("answer"),
-    )
-    .await;
+    let list = json_of(app.admin_call(Method::GET, "/admin/prompts").await).await;
     let recipe = list
         .as_array()
         .expect("a list")
@@ -24,11 +18,7 @@ async fn the_prompt_list_has_name_description_output_etag_and_updated_at() {
         .find(|p| p["name"] == "recipe")
         .expect("recipe is listed")
         .clone();
-    let read = app
-        .admin(Method::GET, "/admin/prompts/recipe")
-        .send()
-        .await
-        .expect("answer");
+    let read = app.admin_call(Method::GET, "/admin/prompts/recipe").await;
     assert_eq!(recipe["etag"], etag_of(&read));
     assert_eq!(recipe["output"], "recipe");
     assert!(
@@ -54,11 +44,7 @@ async fn the_prompt_list_has_name_description_output_etag_and_updated_at() {
 #[tokio::test]
 async fn getting_a_prompt_returns_its_file_text_as_toml_with_its_etag() {
     let app = Gateway::options().admin().start().await;
-    let response = app
-        .admin(Method::GET, "/admin/prompts/recipe")
-        .send()
-        .await
-        .expect("answer");
+    let response = app.admin_call(Method::GET, "/admin/prompts/recipe").await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/toml");
     let etag = etag_of(&response);
@@ -68,12 +54,9 @@ async fn getting_a_prompt_returns_its_file_text_as_toml_with_its_etag() {
     );
     assert_eq!(response.text().await.expect("text"), shipped_recipe());
     let missing = app
-        .admin(Method::GET, "/admin/prompts/nothing-here")
-        .send()
-        .await
-        .expect("answer");
-    let (status, error) = error_of(missing).await;
-    assert_eq!((status, error["code"].as_str()), (404, Some("not_found")));
+        .admin_call(Method::GET, "/admin/prompts/nothing-here")
+        .await;
+    assert_error_code(missing, 404, "not_found", "").await;
 }
 
 #[tokio::test]
@@ -90,10 +73,8 @@ async fn putting_a_new_prompt_creates_it_with_201_and_an_etag_and_it_is_live() {
         std::fs::read_to_string(app.prompts_dir.join("dumplings.toml")).expect("saved file");
     assert_eq!(on_disk, text);
     let read = app
-        .admin(Method::GET, "/admin/prompts/dumplings")
-        .send()
-        .await
-        .expect("answer");
+        .admin_call(Method::GET, "/admin/prompts/dumplings")
+        .await;
     assert_eq!(etag_of(&read), etag);
     assert_eq!(read.text().await.expect("text"), text);
     let temp_files: Vec<String> = names_in(&app.prompts_dir)
@@ -116,11 +97,7 @@ async fn replacing_with_a_matching_if_match_answers_200_with_a_new_etag() {
     assert_eq!(response.status(), 200);
     let second = etag_of(&response);
     assert_ne!(second, first);
-    let read = app
-        .admin(Method::GET, "/admin/prompts/soup")
-        .send()
-        .await
-        .expect("answer");
+    let read = app.admin_call(Method::GET, "/admin/prompts/soup").await;
     assert_eq!(etag_of(&read), second);
     assert!(read.text().await.expect("text").contains("第二版"));
 }
@@ -146,17 +123,9 @@ async fn a_stale_if_match_is_refused_with_412_and_the_prompt_is_unchanged() {
         .expect("answer");
     // Assert
     for response in [stale_put, stale_delete] {
-        let (status, error) = error_of(response).await;
-        assert_eq!(
-            (status, error["code"].as_str()),
-            (412, Some("etag_mismatch"))
-        );
+        assert_error_code(response, 412, "etag_mismatch", "").await;
     }
-    let read = app
-        .admin(Method::GET, "/admin/prompts/soup")
-        .send()
-        .await
-        .expect("answer");
+    let read = app.admin_call(Method::GET, "/admin/prompts/soup").await;
     assert_eq!(etag_of(&read), second);
     let on_disk = std::fs::read_to_string(app.prompts_dir.join("soup.toml")).expect("file");
     assert!(on_disk.contains("第二版"));
@@ -176,11 +145,7 @@ async fn invalid_toml_is_refused_with_422_at_the_real_line_and_column() {
     // Act
     let response = app.put_prompt("recipe", &text, None).await;
     // Assert
-    let (status, error) = error_of(response).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (422, Some("invalid_prompt"))
-    );
+    let error = assert_error_code(response, 422, "invalid_prompt", "").await;
     assert_eq!(
         (error["line"].as_u64(), error["column"].as_u64()),
         (Some(line as u64), Some(column as u64))
@@ -199,11 +164,7 @@ async fn an_undefined_template_variable_is_refused_with_422_invalid_prompt_on_it
         .expect("the line")
         + 1;
     let response = app.put_prompt("recipe", &text, None).await;
-    let (status, error) = error_of(response).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (422, Some("invalid_prompt"))
-    );
+    let error = assert_error_code(response, 422, "invalid_prompt", "").await;
     assert!(
         error["message"]
             .as_str()

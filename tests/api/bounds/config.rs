@@ -8,7 +8,9 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::support::mock_upstream::MockUpstream;
-use crate::support::process::{LadleProcess, finished, ladle_command, text_of};
+use crate::support::process::{
+    LadleProcess, finished, ladle_command, serve_before_a_closed_port, text_of,
+};
 use crate::support::*;
 
 /// An admin token of 12 characters.
@@ -26,13 +28,8 @@ fn check(env: &[(&str, &str)]) -> Command {
 
 /// `ladle serve` on any free port in front of a closed one, with `env`.
 fn serve(env: &[(&str, &str)]) -> Command {
-    let mut command = ladle_command();
-    command
-        .arg("serve")
-        .env("LADLE_LISTEN", "127.0.0.1:0")
-        .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
-        .env("LADLE_PROMPTS_DIR", prompts_copy())
-        .envs(env.iter().copied());
+    let mut command = serve_before_a_closed_port();
+    command.envs(env.iter().copied());
     command
 }
 

@@ -35,11 +35,7 @@ async fn a_prompt_put_over_1_mib_is_413_body_too_large_whatever_max_body_bytes_a
     let response = app
         .put_prompt("big", &padded_prompt("大", MIB + 1), None)
         .await;
-    let (status, error) = error_of(response).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (413, Some("body_too_large"))
-    );
+    assert_error_code(response, 413, "body_too_large", "").await;
     assert_eq!(app.prompt_etag("big").await, None, "not saved");
     // One byte less is a prompt file like any other.
     let response = app.put_prompt("big", &padded_prompt("大", MIB), None).await;
@@ -215,11 +211,7 @@ async fn a_created_prompt_is_never_missing_and_a_deleted_one_never_back_after_a_
             "round {round}: 404 after 201"
         );
         let path = format!("/admin/prompts/{name}");
-        let deleted = app
-            .admin(Method::DELETE, &path)
-            .send()
-            .await
-            .expect("answer");
+        let deleted = app.admin_call(Method::DELETE, &path).await;
         assert_eq!(deleted.status(), 204, "round {round}");
         assert_eq!(
             app.prompt_etag(&name).await,
@@ -239,17 +231,11 @@ async fn a_prompts_folder_that_cannot_be_written_is_500_storage_failed_naming_no
     std::fs::write(app.prompts_dir.join(".history"), "not a folder").expect("write");
     let replace = app.put_prompt("recipe", &small_prompt("改"), None).await;
     let history = app
-        .admin(Method::GET, "/admin/prompts/recipe/history")
-        .send()
-        .await
-        .expect("answer");
+        .admin_call(Method::GET, "/admin/prompts/recipe/history")
+        .await;
     let dir = app.prompts_dir.to_string_lossy().into_owned();
     for response in [replace, history] {
-        let (status, error) = error_of(response).await;
-        assert_eq!(
-            (status, error["code"].as_str()),
-            (500, Some("storage_failed"))
-        );
+        let error = assert_error_code(response, 500, "storage_failed", "").await;
         let message = error["message"].as_str().expect("a message");
         assert!(
             !message.contains('/') && !message.contains(&dir),

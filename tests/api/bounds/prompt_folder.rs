@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::jobs::{fridge, ideas, job_after, job_id};
+use crate::jobs::{ideas, job_after, job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
 use crate::support::scripts::paced_answer;
@@ -49,14 +49,7 @@ async fn a_prompts_folder_moved_away_and_back_drops_no_prompt_and_fails_no_job()
     let gateway = serve_on(&dir, &upstream).await;
     let mut ids = Vec::new();
     for n in 0..5 {
-        ids.push(
-            job_id(
-                gateway
-                    .post("/v1/tasks/fridge?async=true", &fridge(&n.to_string()))
-                    .await,
-            )
-            .await,
-        );
+        ids.push(job_id(submit(&gateway, &n.to_string()).await).await);
     }
     let away = dir.with_extension("away");
     std::fs::rename(&dir, &away).expect("the folder moves away");
@@ -64,14 +57,7 @@ async fn a_prompts_folder_moved_away_and_back_drops_no_prompt_and_fails_no_job()
     assert!(ready.contains("prompts_folder"), "{ready}");
     // Submitted while it is away: checked against the prompts still live.
     for n in 5..10 {
-        ids.push(
-            job_id(
-                gateway
-                    .post("/v1/tasks/fridge?async=true", &fridge(&n.to_string()))
-                    .await,
-            )
-            .await,
-        );
+        ids.push(job_id(submit(&gateway, &n.to_string()).await).await);
     }
     for id in &ids {
         let job = job_after(&gateway, id, 10_000).await;
@@ -158,12 +144,7 @@ async fn emfile_during_a_reload_keeps_every_prompt() {
         2,
         "nothing was dropped and read again"
     );
-    let id = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("后"))
-            .await,
-    )
-    .await;
+    let id = job_id(submit(&gateway, "后").await).await;
     assert_eq!(job_after(&gateway, &id, 5_000).await["status"], "succeeded");
     assert!(
         gateway

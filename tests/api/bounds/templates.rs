@@ -114,11 +114,7 @@ async fn saving_a_template_that_exceeds_its_limits_with_its_defaults_is_422_inva
     let app = with_hostile_tasks().await;
     let hostile = prompt_with(NESTED).replace("default = 2", "default = 100000");
     let response = app.put_prompt("hostile", &hostile, None).await;
-    let (status, error) = error_of(response).await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (422, Some("invalid_prompt"))
-    );
+    let error = assert_error_code(response, 422, "invalid_prompt", "").await;
     let message = error["message"].as_str().expect("a message");
     assert!(
         message.contains("messages.user"),

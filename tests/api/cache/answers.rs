@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{ask, cached_prompt, counted, idea, said};
+use super::{ask, cached_prompt, counted, idea, kept_a_minute, said};
 use crate::support::mock_upstream::*;
 use crate::support::scripts::recipe_answer;
 use crate::support::*;
@@ -114,11 +114,7 @@ async fn a_retryable_failure_gets_the_stale_answer_and_a_final_one_its_error() {
 async fn a_hit_in_the_event_stream_is_one_result_event() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).start().await;
     ask(&gateway, "ideas", "鸡", None).await;
     let response = gateway
         .post_events("/v1/tasks/ideas", &json!({"dish": "鸡"}))
@@ -164,11 +160,7 @@ async fn a_stale_answer_in_the_event_stream_comes_after_the_attempts_and_retries
 async fn no_cache_skips_the_hit_but_keeps_the_answer_and_no_store_neither_reads_nor_writes() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一"), idea("二"), idea("三")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).start().await;
     let asked = async |control| said(&ask(&gateway, "ideas", "鸡", control).await.1);
     assert_eq!(asked(None).await, ("miss".into(), "一".into()));
     assert_eq!(
@@ -197,12 +189,7 @@ async fn no_cache_skips_the_hit_but_keeps_the_answer_and_no_store_neither_reads_
 async fn a_prompt_edit_through_the_admin_api_changes_the_key() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一"), idea("二")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .admin()
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).admin().start().await;
     assert_eq!(said(&ask(&gateway, "ideas", "鸡", None).await.1).0, "miss");
     assert_eq!(said(&ask(&gateway, "ideas", "鸡", None).await.1).0, "hit");
     let edited = cached_prompt(60_000, 60_000).replace("出个主意", "出个新主意");
@@ -221,27 +208,9 @@ async fn a_prompt_edit_through_the_admin_api_changes_the_key() {
 async fn a_jobs_run_uses_the_cache_and_a_hit_finishes_it_at_once() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .adjust(one_attempt)
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).adjust(one_attempt).start().await;
     ask(&gateway, "ideas", "鸡", None).await;
-    let submitted = gateway
-        .post("/v1/tasks/ideas?async=true", &json!({"dish": "鸡"}))
-        .await;
-    assert_eq!(submitted.status(), 202);
-    let id = json_of(submitted).await["id"]
-        .as_str()
-        .expect("an id")
-        .to_owned();
-    let job = json_of(gateway.get(&format!("/v1/jobs/{id}?wait_ms=3000")).await).await;
-    assert_eq!(
-        (job["status"].as_str(), job["runs"].as_u64()),
-        (Some("succeeded"), Some(1)),
-        "{job}"
-    );
+    let job = job_succeeded_in_one_run(&gateway, "ideas", &json!({"dish": "鸡"})).await;
     assert_eq!(said(&job["result"]), ("hit".into(), "一".into()));
     assert_eq!(upstream.requests().len(), 1, "the run asked no upstream");
 }
@@ -250,12 +219,7 @@ async fn a_jobs_run_uses_the_cache_and_a_hit_finishes_it_at_once() {
 async fn the_admin_api_counts_and_forgets_a_tasks_kept_answers() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一"), idea("二"), idea("三")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .admin()
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).admin().start().await;
     ask(&gateway, "ideas", "鸡", None).await;
     ask(&gateway, "ideas", "鸭", None).await;
     let entries = |response: reqwest::Response| async move { json_of(response).await };

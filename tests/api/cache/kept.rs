@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{ask, cached_prompt, idea, said};
+use super::{ask, cached_prompt, idea, kept_a_minute, said};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
 use crate::support::scripts::recipe_answer;
@@ -16,9 +16,7 @@ use crate::support::*;
 async fn past_the_bound_the_least_recently_used_answer_goes_first() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("鸡"), idea("鸭"), idea("鱼"), idea("鸭again")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
+    let gateway = kept_a_minute(&upstream)
         .adjust(|c| c.cache_max_entries = 2)
         .start()
         .await;

@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use super::{cached_prompt, idea, said};
+use super::{cached_prompt, idea, kept_a_minute, said};
 use crate::clients::{KEY_A, KEY_B, keys_file, post_as, with_keys};
 use crate::support::mock_upstream::*;
 use crate::support::*;
@@ -15,12 +15,7 @@ use crate::support::*;
 async fn an_edit_of_the_output_kind_misses_the_kept_answer() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一"), idea("二")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .admin()
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).admin().start().await;
     let asked = async || {
         let body = json_of(gateway.task("ideas", &json!({"dish": "鸡"})).await).await;
         (body["meta"]["cache"].clone(), body["output"].clone())
@@ -59,31 +54,22 @@ async fn answers_are_shared_across_client_keys_unless_the_prompt_keeps_them_per_
         .adjust(with_keys(&keys))
         .start()
         .await;
-    assert_eq!(
-        ask_as(&gateway, KEY_A, "shared").await,
-        ("miss".into(), "一".into())
-    );
-    assert_eq!(
-        ask_as(&gateway, KEY_B, "shared").await,
-        ("hit".into(), "一".into())
-    );
-
-    assert_eq!(
-        ask_as(&gateway, KEY_A, "own").await,
-        ("miss".into(), "二".into())
-    );
-    assert_eq!(
-        ask_as(&gateway, KEY_B, "own").await,
-        ("miss".into(), "三".into())
-    );
-    assert_eq!(
-        ask_as(&gateway, KEY_A, "own").await,
-        ("hit".into(), "二".into())
-    );
-    assert_eq!(
-        ask_as(&gateway, KEY_B, "own").await,
-        ("hit".into(), "三".into())
-    );
+    // Who asks, which task, and what comes back, in turn.
+    let asked = [
+        (KEY_A, "shared", "miss", "一"),
+        (KEY_B, "shared", "hit", "一"),
+        (KEY_A, "own", "miss", "二"),
+        (KEY_B, "own", "miss", "三"),
+        (KEY_A, "own", "hit", "二"),
+        (KEY_B, "own", "hit", "三"),
+    ];
+    for (key, task, cache, answer) in asked {
+        assert_eq!(
+            ask_as(&gateway, key, task).await,
+            (cache.into(), answer.into()),
+            "{task} as {key}"
+        );
+    }
     assert_eq!(upstream.requests().len(), 3);
 }
 
@@ -91,11 +77,7 @@ async fn answers_are_shared_across_client_keys_unless_the_prompt_keeps_them_per_
 async fn a_second_cache_control_line_counts() {
     let upstream = MockUpstream::start().await;
     upstream.push([idea("一"), idea("二")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .prompt("ideas", &cached_prompt(60_000, 60_000))
-        .start()
-        .await;
+    let gateway = kept_a_minute(&upstream).start().await;
     let ask = async |lines: &[&str]| {
         let mut request = gateway.post_request("/v1/tasks/ideas", &json!({"dish": "鸡"}));
         for line in lines {

@@ -11,6 +11,7 @@ mod replicas;
 
 use serde_json::{Value, json};
 
+use crate::support::gateway::Options;
 use crate::support::mock_upstream::*;
 use crate::support::*;
 
@@ -32,6 +33,14 @@ required = true
 user = "给「{{{{ dish }}}}」出个主意"
 "#
     )
+}
+
+/// A gateway in front of `upstream`, to be started, serving the cached task
+/// `ideas` with its answers fresh for a minute and stale for another.
+pub fn kept_a_minute(upstream: &MockUpstream) -> Options {
+    Gateway::options()
+        .mock(upstream)
+        .prompt("ideas", &cached_prompt(60_000, 60_000))
 }
 
 /// An answer the cached task's `json` output accepts, naming `idea`.

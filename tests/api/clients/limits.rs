@@ -36,13 +36,7 @@ async fn over_max_inflight_is_429_retry_after_1_until_the_holding_stream_ends() 
     assert_eq!(held.status(), 200);
     assert_eq!(gateway.metric(&inflight("one-at-a-time")).await, 1.0);
     rate_limited(chat_as(&gateway, KEY_A).await, "1").await;
-    let submit = post_as(
-        &gateway,
-        KEY_A,
-        "/v1/tasks/fridge?async=true",
-        &fridge("蛋"),
-    )
-    .await;
+    let submit = submit_as(&gateway, KEY_A, "蛋").await;
     rate_limited(submit, "1").await;
     assert_eq!(
         upstream.requests().len(),
@@ -102,13 +96,7 @@ async fn job_reads_and_cancels_pass_while_the_only_slot_is_held_and_a_run_holds_
         paced_answer(&[r#"{"ideas": "#, r#"["番茄"#, r#"炒蛋"]}"#, " "], 250),
         second_long_answer(),
     ]);
-    let submitted = post_as(
-        &gateway,
-        KEY_A,
-        "/v1/tasks/fridge?async=true",
-        &fridge("番茄"),
-    )
-    .await;
+    let submitted = submit_as(&gateway, KEY_A, "番茄").await;
     let id = job_id(submitted).await;
     requests_arrive(upstream, 1).await;
     // The job runs, and the key's one slot is free for a stream.
@@ -123,13 +111,7 @@ async fn job_reads_and_cancels_pass_while_the_only_slot_is_held_and_a_run_holds_
     assert_eq!(cancel.status(), 200);
     assert_eq!(json_of(cancel).await["status"], "canceled");
     // A submit counts, and is refused meanwhile.
-    let submit = post_as(
-        &gateway,
-        KEY_A,
-        "/v1/tasks/fridge?async=true",
-        &fridge("蛋"),
-    )
-    .await;
+    let submit = submit_as(&gateway, KEY_A, "蛋").await;
     rate_limited(submit, "1").await;
     assert_eq!(gateway.metric(REJECTIONS).await, 1.0);
     assert_eq!(
@@ -158,13 +140,7 @@ async fn over_its_rate_a_key_is_429_for_the_seconds_until_a_token_and_nothing_go
     assert_eq!(upstream.requests().len(), 2);
     assert_eq!(gateway.metric(REJECTIONS).await, 1.0);
     // A job submit takes a token; the next token of 0.25 per second is 4 s off.
-    let submitted = post_as(
-        &gateway,
-        KEY_B,
-        "/v1/tasks/fridge?async=true",
-        &fridge("蛋"),
-    )
-    .await;
+    let submitted = submit_as(&gateway, KEY_B, "蛋").await;
     let id = job_id(submitted).await;
     rate_limited(chat_as(&gateway, KEY_B).await, "4").await;
     assert_eq!(gateway.metric(REJECTIONS).await, 2.0);
@@ -195,13 +171,7 @@ async fn a_submit_answered_with_its_stream_holds_its_slot_until_the_job_exists_o
     assert_eq!(streamed.status(), 200);
     // The stream is open, and its job runs: the key's one slot is free.
     assert_eq!(gateway.metric(&inflight("one-at-a-time")).await, 0.0);
-    let next = post_as(
-        &gateway,
-        KEY_A,
-        "/v1/tasks/fridge?async=true",
-        &fridge("青椒"),
-    )
-    .await;
+    let next = submit_as(&gateway, KEY_A, "青椒").await;
     assert_eq!(next.status(), 202);
     drop(streamed);
 }

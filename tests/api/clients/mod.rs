@@ -108,6 +108,12 @@ pub async fn post_as(endpoint: &Endpoint, key: &str, path: &str, body: &Value) -
         .expect("the gateway answers")
 }
 
+/// A fridge job (`?async=true`, named by `marker`) submitted under client key `key`.
+pub async fn submit_as(endpoint: &Endpoint, key: &str, marker: &str) -> Response {
+    let body = crate::jobs::fridge(marker);
+    post_as(endpoint, key, "/v1/tasks/fridge?async=true", &body).await
+}
+
 /// `method path` under client key `key`, no body.
 pub async fn call_as(
     endpoint: &Endpoint,
@@ -126,13 +132,7 @@ pub async fn call_as(
 
 /// The `error` object of a response that must have `status` and `code`.
 pub async fn refused(response: Response, status: u16, code: &str) -> Value {
-    let (seen, error) = error_of(response).await;
-    assert_eq!(
-        (seen, error["code"].as_str()),
-        (status, Some(code)),
-        "{error}"
-    );
-    error
+    assert_error_code(response, status, code, "").await
 }
 
 /// The `Retry-After` header of a response, which must have one.

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::*;
-use crate::jobs::{fridge, job_id};
+use crate::jobs::job_id;
 use crate::support::mock_upstream::*;
 use crate::support::scripts::paced_answer;
 
@@ -17,13 +17,7 @@ async fn another_keys_read_or_cancel_of_a_job_is_404_and_the_job_goes_on() {
     // Slow enough that the job is still running when B tries to cancel it.
     let upstream = gateway.upstream();
     upstream.push([paced_answer(&[r#"{"ideas": ["番茄炒蛋"]}"#], 200)]);
-    let submitted = post_as(
-        &gateway,
-        KEY_A,
-        "/v1/tasks/fridge?async=true",
-        &fridge("番茄"),
-    )
-    .await;
+    let submitted = submit_as(&gateway, KEY_A, "番茄").await;
     let id = job_id(submitted).await;
     let job_path = format!("/v1/jobs/{id}");
     for method in [Method::GET, Method::DELETE] {

@@ -7,18 +7,14 @@ use std::process::{Command, Output};
 
 use super::*;
 use crate::support::mock_upstream::*;
-use crate::support::process::{finished, ladle_command, text_of};
+use crate::support::process::{finished, ladle_command, serve_before_a_closed_port, text_of};
 
 /// `ladle serve` in front of a closed port, with client keys from `path`, in a
 /// folder of its own (its state file is no other test's).
 fn serve_with_keys(path: &Path) -> Command {
-    let mut command = ladle_command();
+    let mut command = serve_before_a_closed_port();
     command
-        .arg("serve")
         .current_dir(temp_dir("client-keys-serve"))
-        .env("LADLE_LISTEN", "127.0.0.1:0")
-        .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
-        .env("LADLE_PROMPTS_DIR", prompts_copy())
         .env("LADLE_CLIENT_KEYS_FILE", path);
     command
 }

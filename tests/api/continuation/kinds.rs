@@ -6,7 +6,7 @@
 use ladle::engine::upstream::continuation::Continuation;
 use serde_json::{Value, json};
 
-use super::{TEXT, assert_one_whole_stream, continuing, gateway_over, written};
+use super::{TEXT, assert_one_whole_stream, gateway_over, gateway_over_two, written};
 use crate::support::continuing::{CutBy, FIRST_ID, cut_after, speaks};
 use crate::support::mock_upstream::*;
 use crate::support::scripts::recipe_answer;
@@ -95,13 +95,7 @@ async fn a_cut_goes_to_the_same_upstream_if_it_continues_else_to_the_next_that_d
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.push([cut_after(&written(6), CutBy::Reset)]);
     speaks(&b, "prefix", TEXT);
-    let gateway = Gateway::options()
-        .upstreams(vec![
-            continuing("a", &a, 0, Continuation::None),
-            continuing("b", &b, 1, Continuation::Prefix),
-        ])
-        .start()
-        .await;
+    let gateway = gateway_over_two(&a, Continuation::None, &b, Continuation::Prefix).await;
     let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], TEXT);
     assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
@@ -113,13 +107,7 @@ async fn a_cut_goes_to_the_same_upstream_if_it_continues_else_to_the_next_that_d
     let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
     a.push([cut_after(&written(6), CutBy::Reset)]);
     speaks(&a, "prefix", TEXT);
-    let gateway = Gateway::options()
-        .upstreams(vec![
-            continuing("a", &a, 0, Continuation::Prefix),
-            continuing("b", &b, 1, Continuation::Prefix),
-        ])
-        .start()
-        .await;
+    let gateway = gateway_over_two(&a, Continuation::Prefix, &b, Continuation::Prefix).await;
     let body = json_of(gateway.chat(false).await).await;
     assert_eq!(body["choices"][0]["message"]["content"], TEXT);
     assert_eq!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ladle::engine::upstream::continuation::Continuation;
 use serde_json::{Value, json};
 
-use super::{TEXT, continuing, gateway_over, written};
+use super::{TEXT, continuing, gateway_over, gateway_over_two, written};
 use crate::support::continuing::{CutBy, cut_after, rest_of, speaks, sse_chunks};
 use crate::support::mock_upstream::*;
 use crate::support::*;
@@ -187,13 +187,7 @@ async fn a_refused_continuation_moves_on_to_the_next_upstream_that_continues() {
         status(400, r#"{"error":{"message":"prefix is a beta feature"}}"#),
     ]);
     speaks(&b, "prefix", TEXT);
-    let gateway = Gateway::options()
-        .upstreams(vec![
-            continuing("a", &a, 0, Continuation::Prefix),
-            continuing("b", &b, 1, Continuation::Prefix),
-        ])
-        .start()
-        .await;
+    let gateway = gateway_over_two(&a, Continuation::Prefix, &b, Continuation::Prefix).await;
     let body = gateway.chat(true).await.text().await.expect("body");
     super::assert_one_whole_stream(&body, TEXT);
     assert_eq!((a.requests().len(), b.requests().len()), (2, 1));

@@ -45,6 +45,23 @@ pub async fn gateway_over(mock: &MockUpstream, dialect: Continuation) -> Gateway
         .await
 }
 
+/// A gateway in front of `a` (priority 0) and `b` (priority 1), continuing in
+/// `a_dialect` and `b_dialect`.
+pub async fn gateway_over_two(
+    a: &MockUpstream,
+    a_dialect: Continuation,
+    b: &MockUpstream,
+    b_dialect: Continuation,
+) -> Gateway {
+    Gateway::options()
+        .upstreams(vec![
+            continuing("a", a, 0, a_dialect),
+            continuing("b", b, 1, b_dialect),
+        ])
+        .start()
+        .await
+}
+
 /// Asserts that a chat stream wrote `text` whole, as one completion: every
 /// chunk under the first stream's id, model and `created`, one role delta, no
 /// error, and `[DONE]` at the end.

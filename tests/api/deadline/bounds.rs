@@ -66,15 +66,7 @@ async fn a_flooded_chat_stream_ends_with_one_deadline_error_event_within_100_ms_
         .send()
         .await
         .expect("gateway answers");
-    assert_eq!(response.status(), 200);
-    let drained = drained(response).await;
-    let took = ms(started, drained.ended);
-    eprintln!(
-        "flooded chat stream: {} bytes, ended after {took} ms",
-        drained.bytes
-    );
-    assert!(drained.whole, "the stream ends, not the connection");
-    assert!(drained.bytes > 1 << 20, "flooded: {} bytes", drained.bytes);
+    let (drained, took) = drained_flood(response, "flooded chat stream", started).await;
     let data = last_events(&drained.tail);
     assert!(!data.iter().any(|d| d == "[DONE]"), "no [DONE]");
     let errors: Vec<&String> = data.iter().filter(|d| d.contains(r#""error""#)).collect();
@@ -98,15 +90,7 @@ async fn a_flooded_task_stream_ends_with_its_error_event_within_100_ms_of_its_de
         .send()
         .await
         .expect("gateway answers");
-    assert_eq!(response.status(), 200);
-    let drained = drained(response).await;
-    let took = ms(started, drained.ended);
-    eprintln!(
-        "flooded task stream: {} bytes, ended after {took} ms",
-        drained.bytes
-    );
-    assert!(drained.whole, "the stream ends, not the connection");
-    assert!(drained.bytes > 1 << 20, "flooded: {} bytes", drained.bytes);
+    let (drained, took) = drained_flood(response, "flooded task stream", started).await;
     let mut events = sse_events(&drained.tail);
     events.remove(0); // cut by the tail
     let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
@@ -125,6 +109,22 @@ async fn a_flooded_task_stream_ends_with_its_error_event_within_100_ms_of_its_de
     let error: Value = serde_json::from_str(data).expect("the error event is JSON");
     assert_eq!(error["error"]["code"], "deadline_exceeded", "{error}");
     ended_in_time(&app, "flooded-task", took).await;
+}
+
+/// Reads a flooded `what` to its end, asserting it was a whole `200` stream of
+/// over 1 MiB; with the ms after `started` at which the client saw it end.
+async fn drained_flood(
+    response: reqwest::Response,
+    what: &str,
+    started: Instant,
+) -> (Drained, u128) {
+    assert_eq!(response.status(), 200);
+    let drained = drained(response).await;
+    let took = ms(started, drained.ended);
+    eprintln!("{what}: {} bytes, ended after {took} ms", drained.bytes);
+    assert!(drained.whole, "the stream ends, not the connection");
+    assert!(drained.bytes > 1 << 20, "flooded: {} bytes", drained.bytes);
+    (drained, took)
 }
 
 /// The stream read to its end; a stream still going 3 s on fails the test.

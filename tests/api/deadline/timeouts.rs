@@ -11,22 +11,22 @@ use crate::support::process::LadleProcess;
 use crate::support::scripts::{drip, only_role_deltas};
 use crate::support::*;
 
+/// A chat request the caller gives `timeout_ms` (`X-Request-Timeout-Ms`).
+async fn chat_within(app: &Gateway, timeout_ms: &str) -> reqwest::Response {
+    app.chat_request(false)
+        .header("x-request-timeout-ms", timeout_ms)
+        .send()
+        .await
+        .expect("gateway answers")
+}
+
 #[tokio::test]
 async fn the_callers_timeout_shortens_the_deadline() {
     let app = Gateway::start().await;
     app.upstream().fallback(drip("还在写", millis(50)));
     let started = Instant::now();
-    let response = app
-        .chat_request(false)
-        .header("x-request-timeout-ms", "250")
-        .send()
-        .await
-        .expect("gateway answers");
-    assert_eq!(response.status(), 504);
-    assert_eq!(
-        json_of(response).await["error"]["code"],
-        "deadline_exceeded"
-    );
+    let response = chat_within(&app, "250").await;
+    assert_deadline_exceeded(response).await;
     let took = started.elapsed();
     assert!(
         took >= millis(250) && took < millis(1500),
@@ -43,17 +43,8 @@ async fn the_callers_timeout_never_lengthens_the_deadline() {
     .await;
     app.upstream().fallback(drip("还在写", millis(50)));
     let started = Instant::now();
-    let response = app
-        .chat_request(false)
-        .header("x-request-timeout-ms", "100000")
-        .send()
-        .await
-        .expect("gateway answers");
-    assert_eq!(response.status(), 504);
-    assert_eq!(
-        json_of(response).await["error"]["code"],
-        "deadline_exceeded"
-    );
+    let response = chat_within(&app, "100000").await;
+    assert_deadline_exceeded(response).await;
     assert!(started.elapsed() < millis(1500), "{:?}", started.elapsed());
 }
 
@@ -67,23 +58,14 @@ async fn a_task_takes_the_callers_timeout_too() {
         .send()
         .await
         .expect("gateway answers");
-    assert_eq!(response.status(), 504);
-    assert_eq!(
-        json_of(response).await["error"]["code"],
-        "deadline_exceeded"
-    );
+    assert_deadline_exceeded(response).await;
 }
 
 #[tokio::test]
 async fn a_bad_callers_timeout_is_400_before_any_upstream_call() {
     let app = Gateway::start().await;
     for bad in ["0", "-5", "1.5", "soon", "", "12ms"] {
-        let response = app
-            .chat_request(false)
-            .header("x-request-timeout-ms", bad)
-            .send()
-            .await
-            .expect("gateway answers");
+        let response = chat_within(&app, bad).await;
         assert_eq!(response.status(), 400, "{bad:?}");
         let body: Value = json_of(response).await;
         assert_eq!(body["error"]["code"], "invalid_request", "{bad:?}");
@@ -144,11 +126,7 @@ async fn without_the_setting_role_only_deltas_wait_for_the_idle_timer_alone() {
     app.upstream().push([only_role_deltas()]);
     let response = app.chat(false).await;
     // Events keep coming, so only the deadline ends it.
-    assert_eq!(response.status(), 504);
-    assert_eq!(
-        json_of(response).await["error"]["code"],
-        "deadline_exceeded"
-    );
+    assert_deadline_exceeded(response).await;
     assert_eq!(app.upstream().requests().len(), 1);
 }
 

@@ -9,6 +9,8 @@ use crate::support::mock_upstream::*;
 use crate::support::process::ladle_command;
 use crate::support::*;
 
+use super::{a_then_b, assert_answer, calls, gateway_over, two_mocks};
+
 /// Upstream `a` (priority 0, `attempts` in a row) with `b` behind it.
 fn primary_with_attempts(a: &str, b: &str, attempts: u32) -> Vec<UpstreamSettings> {
     let mut list = primary_and_backup(a, b);
@@ -30,7 +32,7 @@ fn busy_for(seconds: u64) -> Script {
 
 #[tokio::test]
 async fn a_primary_with_two_attempts_is_asked_again_after_its_retry_after_then_the_fallback() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([busy_for(1), busy_for(1)]);
     b.push([sse_answer(&["备用"])]);
     let gateway = Gateway::options()
@@ -43,8 +45,7 @@ async fn a_primary_with_two_attempts_is_asked_again_after_its_retry_after_then_t
         .start()
         .await;
     let started = Instant::now();
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "备用");
+    assert_answer(&gateway, "备用").await;
     let (to_a, to_b) = (a.requests(), b.requests());
     assert_eq!((to_a.len(), to_b.len()), (2, 1));
     // The second call to `a` waited its Retry-After (1 s), not the 20 ms back-off;
@@ -57,36 +58,26 @@ async fn a_primary_with_two_attempts_is_asked_again_after_its_retry_after_then_t
 
 #[tokio::test]
 async fn a_one_off_500_is_retried_on_a_primary_with_attempts_left() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([
         status(500, r#"{"error":{"message":"boom"}}"#),
         sse_answer(&["主"]),
     ]);
-    let gateway = Gateway::options()
-        .upstreams(primary_with_attempts(&a.url, &b.url, 2))
-        .adjust(long_back_offs)
-        .start()
-        .await;
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "主");
-    assert_eq!((a.requests().len(), b.requests().len()), (2, 0));
+    let gateway = gateway_over(primary_with_attempts(&a.url, &b.url, 2)).await;
+    let body = assert_answer(&gateway, "主").await;
+    assert_eq!(calls(&a, &b), (2, 0));
     assert_eq!(body["choices"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
 async fn by_default_a_retry_moves_to_the_fallback_at_once() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([busy_for(2)]);
     b.push([sse_answer(&["备用"])]);
-    let gateway = Gateway::options()
-        .upstreams(primary_and_backup(&a.url, &b.url))
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = a_then_b(&a, &b).await;
     let started = Instant::now();
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "备用");
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_answer(&gateway, "备用").await;
+    assert_eq!(calls(&a, &b), (1, 1));
     assert!(started.elapsed() < Duration::from_millis(250), "no wait");
 }
 
@@ -111,18 +102,13 @@ async fn attempts_in_a_row_must_be_a_whole_number_of_at_least_one() {
 
 #[tokio::test]
 async fn a_timeout_moves_on_to_an_untried_fallback_whatever_the_attempts_left() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.fallback(sse(vec![data(&role()), Step::Stall]));
     b.push([sse_answer(&["备用"])]);
-    let gateway = Gateway::options()
-        .upstreams(primary_with_attempts(&a.url, &b.url, 2))
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = gateway_over(primary_with_attempts(&a.url, &b.url, 2)).await;
     let started = Instant::now();
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "备用");
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_answer(&gateway, "备用").await;
+    assert_eq!(calls(&a, &b), (1, 1));
     // One idle timeout (300 ms), not two and a back-off.
     assert!(
         started.elapsed() < Duration::from_millis(550),
@@ -133,16 +119,11 @@ async fn a_timeout_moves_on_to_an_untried_fallback_whatever_the_attempts_left() 
 
 #[tokio::test]
 async fn a_repeated_other_failure_on_a_primary_with_attempts_still_reaches_the_fallback() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     let broken = || sse(vec![data(&role()), data(&content("半"))]);
     a.push([broken(), broken()]);
     b.push([sse_answer(&["备用"])]);
-    let gateway = Gateway::options()
-        .upstreams(primary_with_attempts(&a.url, &b.url, 2))
-        .adjust(long_back_offs)
-        .start()
-        .await;
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "备用");
-    assert_eq!((a.requests().len(), b.requests().len()), (2, 1));
+    let gateway = gateway_over(primary_with_attempts(&a.url, &b.url, 2)).await;
+    assert_answer(&gateway, "备用").await;
+    assert_eq!(calls(&a, &b), (2, 1));
 }

@@ -4,30 +4,26 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::time::Instant;
 
 use crate::support::mock_upstream::*;
 use crate::support::*;
 
+use super::{a_then_b, assert_answer, calls, fridge_events, gateway_over, two_mocks};
+
 #[tokio::test]
 async fn a_busy_first_upstream_falls_back_to_the_second_at_once() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.fallback(status(503, r#"{"error":{"message":"busy"}}"#));
     b.push([sse_answer(&["备用"])]);
-    let gateway = Gateway::options()
-        .upstreams(primary_and_backup(&a.url, &b.url))
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = a_then_b(&a, &b).await;
     let started = Instant::now();
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "备用");
+    assert_answer(&gateway, "备用").await;
     assert!(
         started.elapsed() < Duration::from_millis(250),
         "no back-off before a fallback"
     );
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_eq!(calls(&a, &b), (1, 1));
     assert_eq!(
         gateway
             .metric("ladle_fallbacks_total{from=\"a\",to=\"b\"}")
@@ -43,18 +39,15 @@ async fn a_busy_first_upstream_falls_back_to_the_second_at_once() {
 #[tokio::test]
 async fn a_refused_or_stalled_upstream_falls_back_too() {
     let closed = format!("http://127.0.0.1:{}/v1", free_port());
-    let (stalled, good) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (stalled, good) = two_mocks().await;
     stalled.fallback(sse(vec![Step::Stall]));
     good.cycle([sse_answer(&["好"])]);
     for first in [closed.as_str(), stalled.url.as_str()] {
-        let gateway = Gateway::options()
-            .upstreams(vec![
-                upstream("a", first, 0, 1),
-                upstream("b", &good.url, 1, 1),
-            ])
-            .adjust(long_back_offs)
-            .start()
-            .await;
+        let gateway = gateway_over(vec![
+            upstream("a", first, 0, 1),
+            upstream("b", &good.url, 1, 1),
+        ])
+        .await;
         let body = json_of(gateway.chat(false).await).await;
         assert_eq!(
             body["choices"][0]["message"]["content"], "好",
@@ -66,24 +59,19 @@ async fn a_refused_or_stalled_upstream_falls_back_too() {
 
 #[tokio::test]
 async fn back_on_an_upstream_already_tried_waits_the_back_off() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([status(503, "{}"), sse_answer(&["再来"])]);
     b.push([status(503, "{}")]);
-    let gateway = Gateway::options()
-        .upstreams(primary_and_backup(&a.url, &b.url))
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = a_then_b(&a, &b).await;
     let started = Instant::now();
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "再来");
+    assert_answer(&gateway, "再来").await;
     // a (busy) → b at once (busy) → a again after attempt 2's back-off (300 ms).
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_millis(1000),
         "{took:?}"
     );
-    assert_eq!((a.requests().len(), b.requests().len()), (2, 1));
+    assert_eq!(calls(&a, &b), (2, 1));
 }
 
 #[tokio::test]
@@ -96,15 +84,12 @@ async fn the_lowest_priority_goes_first_and_weights_share_first_attempts() {
     for mock in [&low, &heavy, &light] {
         mock.cycle([sse_answer(&["x"])]);
     }
-    let gateway = Gateway::options()
-        .upstreams(vec![
-            upstream("low", &low.url, 1, 100),
-            upstream("heavy", &heavy.url, 0, 3),
-            upstream("light", &light.url, 0, 1),
-        ])
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = gateway_over(vec![
+        upstream("low", &low.url, 1, 100),
+        upstream("heavy", &heavy.url, 0, 3),
+        upstream("light", &light.url, 0, 1),
+    ])
+    .await;
     for _ in 0..80 {
         assert_eq!(gateway.chat(false).await.status(), 200);
     }
@@ -121,20 +106,13 @@ async fn the_lowest_priority_goes_first_and_weights_share_first_attempts() {
 
 #[tokio::test]
 async fn a_task_names_the_next_upstream_and_meta_names_the_one_that_answered() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.fallback(status(429, "{}"));
     b.push([sse_answer(&[r#"{"ideas": ["番茄炒蛋"]}"#])]);
     let mut second = upstream("b", &b.url, 1, 1);
     second.model = Some("b-model".into());
-    let gateway = Gateway::options()
-        .upstreams(vec![upstream("a", &a.url, 0, 1), second])
-        .adjust(long_back_offs)
-        .start()
-        .await;
-    let response = gateway
-        .post_events("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
-        .await;
-    let events = sse_events(&response.text().await.expect("body"));
+    let gateway = gateway_over(vec![upstream("a", &a.url, 0, 1), second]).await;
+    let events = fridge_events(&gateway).await;
     let retry = events
         .iter()
         .find(|(e, _)| e == "retry")

@@ -9,6 +9,8 @@ use tokio::time::Instant;
 use crate::support::mock_upstream::*;
 use crate::support::*;
 
+use super::{a_then_b, assert_answer, calls, fridge_events, two_mocks};
+
 fn error(code: Option<&str>, message: &str) -> String {
     let mut error = json!({"message": message, "type": "invalid_request_error"});
     if let Some(code) = code {
@@ -30,14 +32,10 @@ async fn every_does_not_fit_form_is_tried_on_the_next_upstream_at_once() {
         (404, error(None, "The model `glm-9` does not exist")),
     ];
     for (code, body) in forms {
-        let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+        let (a, b) = two_mocks().await;
         a.push([status(code, &body)]);
         b.push([sse_answer(&["装得下"])]);
-        let gateway = Gateway::options()
-            .upstreams(primary_and_backup(&a.url, &b.url))
-            .adjust(long_back_offs)
-            .start()
-            .await;
+        let gateway = a_then_b(&a, &b).await;
         let started = Instant::now();
         let answer = json_of(gateway.chat(false).await).await;
         assert_eq!(
@@ -48,7 +46,7 @@ async fn every_does_not_fit_form_is_tried_on_the_next_upstream_at_once() {
             started.elapsed() < Duration::from_millis(250),
             "at once: {code} {body}"
         );
-        assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+        assert_eq!(calls(&a, &b), (1, 1));
         let rejected = "ladle_upstream_attempts_total{outcome=\"rejected\",upstream=\"a\"}";
         assert_eq!(gateway.metric(rejected).await, 1.0);
         let moved = "ladle_fallbacks_total{from=\"a\",to=\"b\"}";
@@ -64,17 +62,13 @@ async fn every_does_not_fit_form_is_tried_on_the_next_upstream_at_once() {
 
 #[tokio::test]
 async fn a_content_filter_rejection_is_final_and_the_second_upstream_is_never_called() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([status(
         400,
         &error(Some("content_filter"), "The response was filtered"),
     )]);
     b.push([sse_answer(&["不该到这"])]);
-    let gateway = Gateway::options()
-        .upstreams(primary_and_backup(&a.url, &b.url))
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = a_then_b(&a, &b).await;
     let response = gateway.chat(false).await;
     // On chat the upstream's 400 is kept: an OpenAI client raises BadRequestError.
     assert_eq!(response.status(), 400);
@@ -85,22 +79,18 @@ async fn a_content_filter_rejection_is_final_and_the_second_upstream_is_never_ca
         json!({"status": 400, "code": "content_filter", "type": "invalid_request_error",
                "message": "The response was filtered"})
     );
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 0));
+    assert_eq!(calls(&a, &b), (1, 0));
 }
 
 #[tokio::test]
 async fn with_no_untried_upstream_left_the_last_refusal_is_the_answer() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([status(413, "too big for a")]);
     b.push([status(
         400,
         &error(Some("context_length_exceeded"), "too long for b"),
     )]);
-    let gateway = Gateway::options()
-        .upstreams(primary_and_backup(&a.url, &b.url))
-        .adjust(long_back_offs)
-        .start()
-        .await;
+    let gateway = a_then_b(&a, &b).await;
     let response = gateway.chat(false).await;
     assert_eq!(response.status(), 400, "the last refusal's status, on chat");
     let body = json_of(response).await;
@@ -109,7 +99,7 @@ async fn with_no_untried_upstream_left_the_last_refusal_is_the_answer() {
         json!({"status": 400, "code": "context_length_exceeded",
                "type": "invalid_request_error", "message": "too long for b"})
     );
-    assert_eq!((a.requests().len(), b.requests().len()), (1, 1));
+    assert_eq!(calls(&a, &b), (1, 1));
 }
 
 #[tokio::test]
@@ -166,7 +156,7 @@ async fn a_body_that_is_no_error_json_gives_only_the_status() {
 
 #[tokio::test]
 async fn does_not_fit_rejections_do_not_count_against_the_breaker() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([
         status(413, "too big"),
         status(413, "too big"),
@@ -180,12 +170,10 @@ async fn does_not_fit_rejections_do_not_count_against_the_breaker() {
         .start()
         .await;
     for _ in 0..2 {
-        let body = json_of(gateway.chat(false).await).await;
-        assert_eq!(body["choices"][0]["message"]["content"], "备用");
+        assert_answer(&gateway, "备用").await;
     }
     // One failure would have opened `a` for a minute; two rejections did not.
-    let body = json_of(gateway.chat(false).await).await;
-    assert_eq!(body["choices"][0]["message"]["content"], "回来了");
+    assert_answer(&gateway, "回来了").await;
     assert_eq!(
         gateway.metric("ladle_breaker_state{upstream=\"a\"}").await,
         0.0
@@ -194,21 +182,14 @@ async fn does_not_fit_rejections_do_not_count_against_the_breaker() {
 
 #[tokio::test]
 async fn a_task_stream_names_a_does_not_fit_retry_rejected() {
-    let (a, b) = (MockUpstream::start().await, MockUpstream::start().await);
+    let (a, b) = two_mocks().await;
     a.push([status(
         400,
         &error(Some("context_length_exceeded"), "too long"),
     )]);
     b.push([sse_answer(&[r#"{"ideas": ["番茄炒蛋"]}"#])]);
-    let gateway = Gateway::options()
-        .upstreams(primary_and_backup(&a.url, &b.url))
-        .adjust(long_back_offs)
-        .start()
-        .await;
-    let response = gateway
-        .post_events("/v1/tasks/fridge", &json!({"ingredients": ["鸡蛋"]}))
-        .await;
-    let events = sse_events(&response.text().await.expect("events"));
+    let gateway = a_then_b(&a, &b).await;
+    let events = fridge_events(&gateway).await;
     let retry: Vec<Value> = events
         .iter()
         .filter(|(event, _)| event == "retry")

@@ -12,9 +12,11 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 
-use super::{fridge, ideas, job_after, job_id};
+use super::{fridge, ideas, job_after, job_id, submit};
 use crate::support::mock_upstream::*;
-use crate::support::process::{LadleProcess, finished, ladle_command, text_of};
+use crate::support::process::{
+    LadleProcess, finished, ladle_command, serve_before_a_closed_port, text_of,
+};
 use crate::support::scripts::paced_answer;
 use crate::support::*;
 
@@ -28,12 +30,7 @@ async fn serve_on(db: &Path, upstream: &MockUpstream, env: &[(&str, &str)]) -> L
 
 /// Submits the fridge job named `marker` to a process.
 async fn submit_to(gateway: &LadleProcess, marker: &str) -> String {
-    job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge(marker))
-            .await,
-    )
-    .await
+    job_id(submit(gateway, marker).await).await
 }
 
 /// Waits until the mock has `count` requests.
@@ -208,13 +205,8 @@ async fn a_second_serve_on_a_file_in_use_stops_naming_ladle_state_db() {
 #[tokio::test]
 async fn a_state_file_that_cannot_be_opened_stops_start_up_without_quoting_its_path() {
     let missing = temp_dir("jobs-no-folder").join("folder-9f3c-absent/state.db");
-    let mut command = ladle_command();
-    command
-        .arg("serve")
-        .env("LADLE_LISTEN", "127.0.0.1:0")
-        .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
-        .env("LADLE_PROMPTS_DIR", prompts_copy())
-        .env("LADLE_STATE_DB", &missing);
+    let mut command = serve_before_a_closed_port();
+    command.env("LADLE_STATE_DB", &missing);
     let output = finished(command).await;
     let text = text_of(&output);
     assert!(!output.status.success(), "{text}");

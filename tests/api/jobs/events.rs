@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::fridge;
+use super::{fridge, submit};
 use crate::support::events::{EventReader, SseEvent, gapless, ids};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
@@ -281,9 +281,7 @@ async fn a_reader_that_never_reads_is_cut_at_its_stall_limit_and_the_job_goes_on
         ("LADLE_MAX_ANSWER_BYTES", "33554432"),
     ];
     let gateway = LadleProcess::start(&upstream.url, &env).await;
-    let submitted = gateway
-        .post("/v1/tasks/fridge?async=true", &fridge("豆"))
-        .await;
+    let submitted = submit(&gateway, "豆").await;
     let id = super::job_id(submitted).await;
     let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
     socket.set_recv_buffer_size(4_096).expect("a small buffer");

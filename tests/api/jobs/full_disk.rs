@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::{fridge, job_id};
+use super::{fridge, job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
 use crate::support::*;
@@ -50,12 +50,7 @@ async fn a_full_disk_refuses_writes_only_and_recovers_by_itself() {
     let db = disk.path().join("state.db");
     let env = [("LADLE_STATE_DB", db.to_str().expect("a UTF-8 path"))];
     let gateway = LadleProcess::start(&upstream.url, &env).await;
-    let kept = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("先"))
-            .await,
-    )
-    .await;
+    let kept = job_id(submit(&gateway, "先").await).await;
 
     let mut heavy = fridge("满");
     heavy["notes"] = "笔记".repeat(33_000).into();
@@ -90,9 +85,7 @@ async fn a_full_disk_refuses_writes_only_and_recovers_by_itself() {
         Duration::from_secs(10),
         "a submit accepted again",
         async || {
-            let response = gateway
-                .post("/v1/tasks/fridge?async=true", &fridge("后"))
-                .await;
+            let response = submit(&gateway, "后").await;
             (response.status() == 202).then_some(())
         },
     )

@@ -93,9 +93,7 @@ async fn with_the_default_attempts_a_delivery_outlasts_ten_refusals() {
         ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "1"),
     ];
     let gateway = LadleProcess::start(&upstream.url, &env).await;
-    let submitted = gateway
-        .post("/v1/tasks/fridge?async=true", &crate::jobs::fridge("久"))
-        .await;
+    let submitted = crate::jobs::submit(&gateway, "久").await;
     let id = crate::jobs::job_id(submitted).await;
     let delivered = eventually(Duration::from_secs(10), "the delivery", async || {
         let job = crate::jobs::job_after(&gateway, &id, 1).await;
@@ -124,9 +122,7 @@ async fn an_operator_redrives_a_failed_delivery_under_the_same_webhook_id() {
         ("LADLE_ADMIN_TOKEN", crate::support::ADMIN_TOKEN),
     ];
     let gateway = LadleProcess::start(&upstream.url, &env).await;
-    let submitted = gateway
-        .post("/v1/tasks/fridge?async=true", &crate::jobs::fridge("再"))
-        .await;
+    let submitted = crate::jobs::submit(&gateway, "再").await;
     let id = crate::jobs::job_id(submitted).await;
     let webhook = async |status: &str| {
         eventually(

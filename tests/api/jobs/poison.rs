@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{fridge, ideas, job_after, job_id};
+use super::{fridge, ideas, job_after, job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
 use crate::support::receiver::Receiver;
@@ -90,24 +90,14 @@ async fn a_model_answer_nested_past_the_limit_fails_its_job_and_the_next_one_is_
     let db = temp_dir("jobs-deep-answer").join("state.db");
     let gateway = serve_on(&db, &upstream, &receiver).await;
 
-    let deep_job = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("深"))
-            .await,
-    )
-    .await;
+    let deep_job = job_id(submit(&gateway, "深").await).await;
     let failed = job_after(&gateway, &deep_job, 5_000).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     assert_eq!(failed["error"]["code"], "invalid_output", "{failed}");
     assert_eq!(delivered(&receiver, &deep_job).await, "job.failed");
 
     upstream.push([ideas()]);
-    let next = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("浅"))
-            .await,
-    )
-    .await;
+    let next = job_id(submit(&gateway, "浅").await).await;
     let done = job_after(&gateway, &next, 5_000).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(delivered(&receiver, &next).await, "job.succeeded");
@@ -150,12 +140,7 @@ async fn a_row_that_cannot_be_read_is_ended_and_the_queue_and_deliveries_go_on()
     }
 
     let second = serve_on(&db, &upstream, &receiver).await;
-    let next = job_id(
-        second
-            .post("/v1/tasks/fridge?async=true", &fridge("新"))
-            .await,
-    )
-    .await;
+    let next = job_id(submit(&second, "新").await).await;
     let done = job_after(&second, &next, 5_000).await;
     assert_eq!(done["status"], "succeeded", "the queue goes on: {done}");
     assert_eq!(delivered(&receiver, &next).await, "job.succeeded");

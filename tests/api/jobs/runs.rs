@@ -18,25 +18,48 @@ fn one_attempt_quick_retry(config: &mut Config) {
     config.jobs.runner.retry = Duration::from_millis(200);
 }
 
+/// A gateway in front of `upstream`, one upstream attempt a run and a quick next run.
+async fn quick_retrying(upstream: &MockUpstream) -> Gateway {
+    Gateway::options()
+        .mock(upstream)
+        .adjust(one_attempt_quick_retry)
+        .start()
+        .await
+}
+
+/// A gateway, its config changed by `adjust`, in front of a mock that stalls
+/// every request; the mock and the gateway.
+async fn stalling(adjust: impl FnOnce(&mut Config) + Send + 'static) -> (MockUpstream, Gateway) {
+    let upstream = MockUpstream::start().await;
+    upstream.fallback(sse(vec![Step::Stall]));
+    let gateway = Gateway::options()
+        .mock(&upstream)
+        .adjust(adjust)
+        .start()
+        .await;
+    (upstream, gateway)
+}
+
+/// Waits up to 2 s for job `id` to wait for its next run (`retry_wait`); the job.
+async fn waiting_for_its_next_run(gateway: &Gateway, id: &str) -> serde_json::Value {
+    eventually(
+        Duration::from_secs(2),
+        "the job to wait for its next run",
+        async || {
+            let job = job_after(gateway, id, 1).await;
+            (job["status"] == "retry_wait").then_some(job)
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_busy_run_waits_then_runs_again_and_succeeds_on_its_second_run() {
     let upstream = MockUpstream::start().await;
     upstream.push([status(503, r#"{"error":{"message":"busy"}}"#), ideas()]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(one_attempt_quick_retry)
-        .start()
-        .await;
+    let gateway = quick_retrying(&upstream).await;
     let id = job_id(submit(&gateway, "x").await).await;
-    let waiting = eventually(
-        Duration::from_secs(2),
-        "the job to wait for its next run",
-        async || {
-            let job = job_after(&gateway, &id, 1).await;
-            (job["status"] == "retry_wait").then_some(job)
-        },
-    )
-    .await;
+    let waiting = waiting_for_its_next_run(&gateway, &id).await;
     assert!(waiting["next_run_at"].is_string(), "{waiting}");
     assert!(waiting.get("error").is_none(), "not shown while waiting");
     let done = job_after(&gateway, &id, 3_000).await;
@@ -59,11 +82,7 @@ async fn a_busy_run_waits_then_runs_again_and_succeeds_on_its_second_run() {
 async fn a_job_out_of_runs_or_with_a_final_error_fails_with_that_error() {
     let upstream = MockUpstream::start().await;
     upstream.push([status(503, "{}"), status(503, "{}"), status(503, "{}")]);
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(one_attempt_quick_retry)
-        .start()
-        .await;
+    let gateway = quick_retrying(&upstream).await;
     let id = job_id(submit(&gateway, "x").await).await;
     let failed = eventually(Duration::from_secs(4), "the job to fail", async || {
         let job = job_after(&gateway, &id, 500).await;
@@ -117,16 +136,11 @@ async fn no_more_than_job_concurrency_runs_at_once() {
 
 #[tokio::test]
 async fn a_submit_past_job_max_queued_is_503_overloaded_and_writes_nothing() {
-    let upstream = MockUpstream::start().await;
-    upstream.fallback(sse(vec![Step::Stall]));
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(|c| {
-            c.jobs.max_queued = 2;
-            c.jobs.runner.concurrency = 1;
-        })
-        .start()
-        .await;
+    let (_upstream, gateway) = stalling(|c| {
+        c.jobs.max_queued = 2;
+        c.jobs.runner.concurrency = 1;
+    })
+    .await;
     job_id(submit(&gateway, "a").await).await;
     job_id(submit(&gateway, "b").await).await;
     let third = submit(&gateway, "c").await;
@@ -150,16 +164,11 @@ async fn a_submit_past_job_max_queued_is_503_overloaded_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_run_keeps_the_submits_timeout_and_its_request_id_is_its_own() {
-    let upstream = MockUpstream::start().await;
-    upstream.fallback(sse(vec![Step::Stall]));
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(|c| {
-            c.retry.max_attempts = 1;
-            c.jobs.runner.retry = Duration::from_secs(60);
-        })
-        .start()
-        .await;
+    let (upstream, gateway) = stalling(|c| {
+        c.retry.max_attempts = 1;
+        c.jobs.runner.retry = Duration::from_secs(60);
+    })
+    .await;
     let response = gateway
         .post_request(
             "/v1/tasks/fridge?async=true",
@@ -171,15 +180,7 @@ async fn a_run_keeps_the_submits_timeout_and_its_request_id_is_its_own() {
         .await
         .expect("answers");
     let id = job_id(response).await;
-    let waiting = eventually(
-        Duration::from_secs(2),
-        "the run to end at its 200 ms deadline",
-        async || {
-            let job = job_after(&gateway, &id, 1).await;
-            (job["status"] == "retry_wait").then_some(job)
-        },
-    )
-    .await;
+    let waiting = waiting_for_its_next_run(&gateway, &id).await;
     assert_eq!(waiting["runs"], 1);
     let closed = upstream.requests()[0]
         .closed

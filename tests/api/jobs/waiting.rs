@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::{fridge, job_id};
+use super::{job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
 use crate::support::*;
@@ -58,12 +58,7 @@ async fn two_thousand_long_polls_on_one_job_cost_one_watch_and_are_all_answered(
     let upstream = MockUpstream::start().await;
     upstream.fallback(sse(vec![Step::Stall]));
     let gateway = LadleProcess::start(&upstream.url, &[("LADLE_STATE_DB", ":memory:")]).await;
-    let id = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("慢"))
-            .await,
-    )
-    .await;
+    let id = job_id(submit(&gateway, "慢").await).await;
     requests_arrive(&upstream, 1).await;
     let rss_before = gateway.rss_kib();
     let polls = long_polls(&gateway, &id, WAITERS);
@@ -105,12 +100,7 @@ async fn past_max_waiters_a_waiting_read_is_503_and_sigterm_answers_the_others_a
         &[("LADLE_STATE_DB", ":memory:"), ("LADLE_MAX_WAITERS", "3")],
     )
     .await;
-    let id = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("慢"))
-            .await,
-    )
-    .await;
+    let id = job_id(submit(&gateway, "慢").await).await;
     requests_arrive(&upstream, 1).await;
     let polls = long_polls(&gateway, &id, 3);
     waiting(&gateway, 3).await;
@@ -162,12 +152,7 @@ async fn three_hundred_unread_reads_of_a_large_finished_job_share_one_rendering(
     let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
     upstream.push([sse_answer(&pieces)]);
     let gateway = LadleProcess::start(&upstream.url, &[("LADLE_STATE_DB", ":memory:")]).await;
-    let id = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("大"))
-            .await,
-    )
-    .await;
+    let id = job_id(submit(&gateway, "大").await).await;
     let done = super::job_after(&gateway, &id, 5_000).await;
     assert_eq!(done["status"], "succeeded");
     let (before, ticks) = (gateway.rss_kib(), gateway.cpu_ticks());

@@ -11,7 +11,7 @@ use ladle::jobs::webhooks::WebhookSettings;
 use ladle::jobs::webhooks::sign::SigningKey;
 use serde_json::{Value, json};
 
-use super::{fridge, ideas, job_after, job_id, submit};
+use super::{ideas, job_after, job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::receiver::{Received, Receiver, signature_holds};
 use crate::support::*;
@@ -36,6 +36,37 @@ fn webhooks_to(
             concurrency: 16,
         });
     }
+}
+
+/// A gateway in front of `upstream` whose webhooks go to a receiver answering
+/// `statuses` in turn, `attempts` in all, `backoff_ms` apart.
+async fn with_webhooks(
+    upstream: &MockUpstream,
+    statuses: &[u16],
+    attempts: u32,
+    backoff_ms: u64,
+) -> (Receiver, Gateway) {
+    let receiver = Receiver::start(statuses).await;
+    let gateway = Gateway::options()
+        .mock(upstream)
+        .adjust(webhooks_to(&receiver, attempts, backoff_ms))
+        .start()
+        .await;
+    (receiver, gateway)
+}
+
+/// One job, answered with `ideas`, submitted to a gateway as `with_webhooks`
+/// sets up; the upstream (kept alive), receiver, gateway and job id.
+async fn one_job(
+    statuses: &[u16],
+    attempts: u32,
+    backoff_ms: u64,
+) -> (MockUpstream, Receiver, Gateway, String) {
+    let upstream = MockUpstream::start().await;
+    upstream.push([ideas()]);
+    let (receiver, gateway) = with_webhooks(&upstream, statuses, attempts, backoff_ms).await;
+    let id = job_id(submit(&gateway, "x").await).await;
+    (upstream, receiver, gateway, id)
 }
 
 /// Waits until the receiver has `count` deliveries; they.
@@ -73,15 +104,7 @@ async fn webhook_settled(endpoint: &Endpoint, id: &str) -> Value {
 
 #[tokio::test]
 async fn a_finished_job_is_delivered_once_signed_with_the_job_as_get_shows_it() {
-    let upstream = MockUpstream::start().await;
-    upstream.push([ideas()]);
-    let receiver = Receiver::start(&[200]).await;
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(webhooks_to(&receiver, 8, 50))
-        .start()
-        .await;
-    let id = job_id(submit(&gateway, "x").await).await;
+    let (_upstream, receiver, gateway, id) = one_job(&[200], 8, 50).await;
     let done = job_after(&gateway, &id, 3_000).await;
     assert_eq!(done["status"], "succeeded");
 
@@ -117,15 +140,7 @@ async fn a_finished_job_is_delivered_once_signed_with_the_job_as_get_shows_it() 
 
 #[tokio::test]
 async fn a_500_then_a_200_is_one_delivery_under_one_webhook_id_after_its_back_off() {
-    let upstream = MockUpstream::start().await;
-    upstream.push([ideas()]);
-    let receiver = Receiver::start(&[500, 200]).await;
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(webhooks_to(&receiver, 8, 200))
-        .start()
-        .await;
-    let id = job_id(submit(&gateway, "x").await).await;
+    let (_upstream, receiver, gateway, id) = one_job(&[500, 200], 8, 200).await;
     let job = webhook_settled(&gateway, &id).await;
     assert_eq!(
         job["webhook"],
@@ -147,15 +162,7 @@ async fn a_500_then_a_200_is_one_delivery_under_one_webhook_id_after_its_back_of
 
 #[tokio::test]
 async fn a_redirect_is_not_followed_and_the_last_attempt_fails_the_delivery_not_the_job() {
-    let upstream = MockUpstream::start().await;
-    upstream.push([ideas()]);
-    let receiver = Receiver::start(&[302]).await;
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(webhooks_to(&receiver, 3, 20))
-        .start()
-        .await;
-    let id = job_id(submit(&gateway, "x").await).await;
+    let (_upstream, receiver, gateway, id) = one_job(&[302], 3, 20).await;
     let job = webhook_settled(&gateway, &id).await;
     assert_eq!(job["webhook"], json!({"status": "failed", "attempts": 3}));
     assert_eq!(job["status"], "succeeded", "the job keeps its own status");
@@ -174,12 +181,7 @@ async fn failed_and_canceled_jobs_are_delivered_as_such() {
         status(400, r#"{"error":{"message":"no"}}"#),
         sse(vec![Step::Stall]),
     ]);
-    let receiver = Receiver::start(&[200]).await;
-    let gateway = Gateway::options()
-        .mock(&upstream)
-        .adjust(webhooks_to(&receiver, 8, 50))
-        .start()
-        .await;
+    let (receiver, gateway) = with_webhooks(&upstream, &[200], 8, 50).await;
     let failed = job_id(submit(&gateway, "a").await).await;
     assert_eq!(
         job_after(&gateway, &failed, 3_000).await["status"],
@@ -234,12 +236,7 @@ async fn a_delivery_not_yet_made_survives_a_sigkill_and_no_secret_is_logged() {
         ("LADLE_JOB_WEBHOOK_BACKOFF_MS", "50"),
     ];
     let mut first = LadleProcess::start(&upstream.url, &env).await;
-    let id = job_id(
-        first
-            .post("/v1/tasks/fridge?async=true", &fridge("x"))
-            .await,
-    )
-    .await;
+    let id = job_id(submit(&first, "x").await).await;
     deliveries(&receiver, 1).await;
     first.kill();
 

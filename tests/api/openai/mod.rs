@@ -69,3 +69,11 @@ pub fn two_calls_assembled() -> Value {
          "function": {"name": "get_weather", "arguments": "{\"city\":\"东京\"}"}},
     ])
 }
+
+/// The messages a second turn sends upstream after the first: the question,
+/// the stored answer, the follow-up (the instructions left out).
+pub fn second_turn_messages() -> Value {
+    json!([{"role": "user", "content": "番茄炒蛋怎么做？"},
+           {"role": "assistant", "content": "先炒蛋再炒番茄"},
+           {"role": "user", "content": "再简单一点"}])
+}

@@ -290,9 +290,7 @@ async fn previous_response_id_sends_the_stored_turn_before_the_new_input() {
     let sent = app.upstream().requests();
     assert_eq!(
         sent[1].body["messages"],
-        json!([{"role": "user", "content": "番茄炒蛋怎么做？"},
-               {"role": "assistant", "content": "先炒蛋再炒番茄"},
-               {"role": "user", "content": "再简单一点"}]),
+        super::second_turn_messages(),
         "the earlier turn, its instructions excepted"
     );
     let unknown = json!({"input": "x", "previous_response_id": "resp_0123456789012345678901"});

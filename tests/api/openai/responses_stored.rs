@@ -58,9 +58,7 @@ async fn a_plain_response_is_stored_read_gone_on_from_and_deleted() {
     let sent = app.upstream().requests();
     assert_eq!(
         sent[1].body["messages"],
-        json!([{"role": "user", "content": "番茄炒蛋怎么做？"},
-               {"role": "assistant", "content": "先炒蛋再炒番茄"},
-               {"role": "user", "content": "再简单一点"}]),
+        super::second_turn_messages(),
         "the stored turn, its instructions excepted"
     );
 }

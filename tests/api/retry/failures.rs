@@ -37,13 +37,7 @@ async fn a_busy_keyword_in_an_error_chunk_is_retried_as_busy() {
         sse(vec![data(&role()), data(BUSY_CHUNK)]),
         sse_answer(&["好"]),
     ]);
-    let response = app.chat(false).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream().requests().len(), 2);
-    assert_eq!(
-        app.metric("ladle_retries_total{reason=\"busy\"}").await,
-        1.0
-    );
+    assert_answered_after_one_retry(&app, "busy").await;
 }
 
 #[tokio::test]
@@ -53,14 +47,7 @@ async fn a_role_only_delta_then_a_stall_past_the_early_window_is_still_retried()
     let app = Gateway::with(|c| c.retry.early_retry_window = millis(100)).await;
     app.upstream()
         .push([sse(vec![data(&role()), Step::Stall]), sse_answer(&["好"])]);
-    let response = app.chat(false).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(app.upstream().requests().len(), 2);
-    assert_eq!(
-        app.metric("ladle_retries_total{reason=\"not_started\"}")
-            .await,
-        1.0
-    );
+    assert_answered_after_one_retry(&app, "not_started").await;
 }
 
 #[tokio::test]
@@ -71,8 +58,7 @@ async fn reasoning_then_a_stall_past_the_early_window_is_not_retried() {
         sse_answer(&["好"]),
     ]);
     let response = app.chat(false).await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert_eq!(app.upstream().requests().len(), 1);
 }
 
@@ -129,8 +115,7 @@ async fn a_429_whose_retry_after_exceeds_the_time_left_fails_at_once() {
     ])]);
     let started = tokio::time::Instant::now();
     let response = app.chat(false).await;
-    assert_eq!(response.status(), 503);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_busy");
+    assert_error(response, 503, "upstream_busy").await;
     assert_eq!(app.upstream().requests().len(), 1);
     assert!(
         started.elapsed() < millis(1000),
@@ -165,8 +150,7 @@ async fn a_500_twice_early_makes_exactly_two_attempts() {
     app.upstream()
         .fallback(status(500, r#"{"error":{"message":"internal"}}"#));
     let response = app.chat(false).await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert_eq!(app.upstream().requests().len(), 2);
 }
 

@@ -38,8 +38,7 @@ async fn a_stall_after_output_outside_the_early_window_is_not_retried_by_default
     upstream.push([stalls_midway(800), sse_answer(&["完整"])]);
     let gateway = gateway(&upstream, 1000).await;
     let response = gateway.chat(false).await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(json_of(response).await["error"]["code"], "upstream_failed");
+    assert_error(response, 502, "upstream_failed").await;
     assert_eq!(
         upstream.requests().len(),
         1,

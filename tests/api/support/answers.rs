@@ -5,6 +5,7 @@ use reqwest::Response;
 use serde_json::Value;
 
 use super::gateway::Gateway;
+use super::http::Endpoint;
 use super::mock_upstream::MockUpstream;
 
 /// The JSON body of a response.
@@ -136,4 +137,62 @@ pub async fn assert_not_started_to_the_deadline(gateway: &Gateway, response: Res
         .metric("ladle_retries_total{reason=\"not_started\"}")
         .await;
     assert!(retried >= 1.0, "retried as not started: {retried}");
+}
+
+/// Asserts an error answer: its `status` and its `error.code`.
+pub async fn assert_error(response: Response, status: u16, code: &str) {
+    assert_eq!(response.status(), status);
+    assert_eq!(json_of(response).await["error"]["code"], code);
+}
+
+/// Asserts an error answer's status and `error.code`, naming `context` and the
+/// error if not; the `error` object.
+pub async fn assert_error_code(
+    response: Response,
+    status: u16,
+    code: &str,
+    context: impl std::fmt::Display,
+) -> Value {
+    let (got, error) = error_of(response).await;
+    assert_eq!(
+        (got, error["code"].as_str()),
+        (status, Some(code)),
+        "{context} {error}"
+    );
+    error
+}
+
+/// Asserts an answer is the deadline's end: `504` with `deadline_exceeded`.
+pub async fn assert_deadline_exceeded(response: Response) {
+    assert_error(response, 504, "deadline_exceeded").await;
+}
+
+/// Asks `app` for a chat answer and asserts it came on the second upstream
+/// request, after one retry for `reason`.
+pub async fn assert_answered_after_one_retry(app: &Gateway, reason: &str) {
+    let response = app.chat(false).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.upstream().requests().len(), 2);
+    let series = format!("ladle_retries_total{{reason=\"{reason}\"}}");
+    assert_eq!(app.metric(&series).await, 1.0);
+}
+
+/// Submits `variables` to the task `name` as a job (`202`), waits up to 3 s for
+/// it and asserts it succeeded in one run; the job.
+pub async fn job_succeeded_in_one_run(endpoint: &Endpoint, name: &str, variables: &Value) -> Value {
+    let submitted = endpoint
+        .post(&format!("/v1/tasks/{name}?async=true"), variables)
+        .await;
+    assert_eq!(submitted.status(), 202);
+    let id = json_of(submitted).await["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let job = json_of(endpoint.get(&format!("/v1/jobs/{id}?wait_ms=3000")).await).await;
+    assert_eq!(
+        (job["status"].as_str(), job["runs"].as_u64()),
+        (Some("succeeded"), Some(1)),
+        "{job}"
+    );
+    job
 }

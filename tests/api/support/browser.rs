@@ -151,6 +151,20 @@ impl Browser {
         self.command(reqwest::Method::POST, &path, json!({})).await;
     }
 
+    /// Finds the element for `selector` and clicks it.
+    pub async fn click_on(&self, selector: &str) {
+        let element = self.find(selector).await;
+        self.click(&element).await;
+    }
+
+    /// Opens the admin page at `url` and signs it in with the admin token.
+    pub async fn sign_in(&self, url: &str) {
+        self.go(url).await;
+        let token = self.find("#token").await;
+        self.type_into(&token, super::config::ADMIN_TOKEN).await;
+        self.click_on("#token-save").await;
+    }
+
     pub async fn type_into(&self, element: &str, text: &str) {
         let path = self.session_path(&format!("/element/{element}/value"));
         self.command(reqwest::Method::POST, &path, json!({"text": text}))

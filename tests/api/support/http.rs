@@ -96,6 +96,17 @@ impl Endpoint {
         send(self.chat_request(stream)).await
     }
 
+    /// A streaming chat request, its first chunk already read.
+    pub async fn chat_streaming(&self) -> (Response, bytes::Bytes) {
+        let mut response = self.chat(true).await;
+        let first = response
+            .chunk()
+            .await
+            .expect("read")
+            .expect("a first chunk");
+        (response, first)
+    }
+
     /// A chat request under `X-Request-Id: request_id`.
     pub async fn chat_as(&self, request_id: &str, stream: bool) -> Response {
         send(self.chat_request(stream).header("x-request-id", request_id)).await
@@ -116,6 +127,16 @@ impl Endpoint {
         self.client
             .request(method, self.url(path))
             .bearer_auth(ADMIN_TOKEN)
+    }
+
+    /// An admin request without a body, sent.
+    pub async fn admin_call(&self, method: Method, path: &str) -> Response {
+        send(self.admin(method, path)).await
+    }
+
+    /// An admin request with the JSON `body`, sent.
+    pub async fn admin_json(&self, method: Method, path: &str, body: &Value) -> Response {
+        send(self.admin(method, path).json(body)).await
     }
 
     /// `PUT /admin/prompts/{name}`, with `If-Match` if given.

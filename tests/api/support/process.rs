@@ -25,6 +25,18 @@ pub fn ladle_command() -> Command {
     command
 }
 
+/// `ladle serve` on any free port in front of a closed one, serving a fresh copy
+/// of the shipped prompts; more settings to add before it runs.
+pub fn serve_before_a_closed_port() -> Command {
+    let mut command = ladle_command();
+    command
+        .arg("serve")
+        .env("LADLE_LISTEN", "127.0.0.1:0")
+        .env("LADLE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+        .env("LADLE_PROMPTS_DIR", prompts_copy());
+    command
+}
+
 /// A running `ladle serve`; its requests are `Endpoint`'s (it derefs to one).
 pub struct LadleProcess {
     child: Child,

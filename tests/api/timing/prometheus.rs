@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::jobs::{fridge, ideas, job_after, job_id};
+use crate::jobs::{ideas, job_after, job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::prometheus::{Prometheus, operations_file};
 use crate::support::redis::RedisServer;
@@ -137,12 +137,7 @@ async fn a_real_prometheus_fires_the_upstream_alerts_and_runs_every_dashboard_qu
         let answer = json_of(gateway.task("recipe", &dish).await).await;
         assert_eq!(answer["meta"]["cache"], cache, "{answer}");
     }
-    let id = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("蛋"))
-            .await,
-    )
-    .await;
+    let id = job_id(submit(&gateway, "蛋").await).await;
     assert_eq!(job_after(&gateway, &id, 3000).await["status"], "succeeded");
     // a turns busy: one answer falls back to b; then b is busy too, and both
     // breakers open.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::jobs::{fridge, ideas, job_after, job_id};
+use crate::jobs::{ideas, job_after, job_id, submit};
 use crate::support::mock_upstream::*;
 use crate::support::scripts::paced_answer;
 use crate::support::*;
@@ -49,19 +49,9 @@ async fn the_oldest_queued_jobs_age_grows_while_it_waits_and_is_0_with_none_queu
     upstream.push([slow, ideas()]);
     let age = "ladle_job_queue_age_seconds";
     assert_eq!(gateway.metric(age).await, 0.0);
-    let first = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("一"))
-            .await,
-    )
-    .await;
+    let first = job_id(submit(&gateway, "一").await).await;
     requests_arrive(upstream, 1).await;
-    let second = job_id(
-        gateway
-            .post("/v1/tasks/fridge?async=true", &fridge("二"))
-            .await,
-    )
-    .await;
+    let second = job_id(submit(&gateway, "二").await).await;
     eventually(Duration::from_secs(2), "the queued job's age", async || {
         gateway.metric(age).await >= 0.3
     })

@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::jobs::events::{IDEAS, located, paced_ideas, reader, submit_streamed, text_of};
-use crate::jobs::fridge;
+use crate::jobs::submit;
 use crate::support::events::{EventReader, gapless, ids};
 use crate::support::mock_upstream::*;
 use crate::support::process::LadleProcess;
@@ -110,7 +110,7 @@ async fn the_long_poll_on_another_replica_answers_when_an_event_comes() {
     upstream.push([paced_ideas(4, 200)]);
     let a = Gateway::replica(&redis, &upstream).start().await;
     let b = Gateway::replica(&redis, &upstream).start().await;
-    let submitted = a.post("/v1/tasks/fridge?async=true", &fridge("番茄")).await;
+    let submitted = submit(&a, "番茄").await;
     let id = crate::jobs::job_id(submitted).await;
     let page = eventually(Duration::from_secs(5), "events on B", async || {
         let response = b
