@@ -84,8 +84,7 @@ impl RunTask for RunsTasks {
             call.arrived = Instant::now();
             let mut run = call.spec(&app.config);
             run.slot = Some(slots);
-            let in_run = call.span(Some(&job.id));
-            let progress = super::progress(&app, &call, run, LateWord::default(), in_run);
+            let progress = super::progress(&app, &call, run, LateWord::default(), Some(&job.id));
             match written(progress, &app, &job, &call.reply).await {
                 Ok(finished) => Ok(call.reply.body(&finished)),
                 Err(error) => Err(failed(error)),

@@ -111,7 +111,7 @@ impl Call {
 impl Call {
     /// The span a completion's log lines are written in: what the edge knows of
     /// the request (and, for a job's run, its job), named once.
-    pub fn span(&self, job_id: Option<&str>) -> tracing::Span {
+    fn span(&self, job_id: Option<&str>) -> tracing::Span {
         tracing::info_span!(
             "completion",
             request_id = %self.reply.request_id,
@@ -123,18 +123,20 @@ impl Call {
     }
 }
 
-/// The progress of `call`'s completion (`spec`), polled in `span`: through the
-/// answer cache when its task keeps answers, where a hit makes no completion at
-/// all. `seen` learns what the cache did.
+/// The progress of `call`'s completion (`spec`; for a job's run, `job_id`'s),
+/// polled in the call's span (`Call::span`): through the answer cache when its
+/// task keeps answers, where a hit makes no completion at all. `seen` learns
+/// what the cache did.
 pub fn progress(
     app: &AppState,
     call: &Call,
     mut spec: Spec,
     seen: LateWord,
-    span: tracing::Span,
+    job_id: Option<&str>,
 ) -> Either<InSpan<Completion>, BoxStream<'static, Progress>> {
     spec.task_bulkhead = task_bulkhead(app, call);
     let upstreams = app.upstreams.clone();
+    let span = call.span(job_id);
     let run = move || InSpan::new(Completion::new(upstreams, spec), span);
     match (&call.cache_key, call.prompt.as_deref()) {
         (Some(key), Some(prompt)) => Either::Right(serve(
@@ -188,7 +190,7 @@ pub async fn complete(
         note.cache = Some(seen.clone());
     }
     // Made only when it runs: a replay makes none.
-    let run = || progress(app, &call, spec, seen, call.span(None));
+    let run = || progress(app, &call, spec, seen, None);
     let progress = match &call.key {
         None => Either::Left(run()),
         Some((key, identity)) => {
