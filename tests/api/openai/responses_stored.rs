@@ -181,7 +181,8 @@ async fn node_the_sdk_deletes_a_stored_response() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     assert!(
         root.join("target/sdk-node/node_modules/openai").exists(),
-        "the Node SDK oracle needs its SDK: run `bash .ci/sdk-node` (.ci/run does it)"
+        "the Node SDK oracle needs its SDK: run `bash .ci/sdk-node` (Node.js and npm; \
+         .ci/run does it), or skip these tests with `--skip openai::responses`"
     );
     let parsed = run_oracle("node", "openai_responses.mjs", &app, "deleted").await;
     assert_eq!(parsed["retrieved"], "番茄炒蛋", "{parsed}");

@@ -18,7 +18,7 @@ fn python() -> std::path::PathBuf {
     assert!(
         python.exists(),
         "the SDK oracle needs its venv: run `bash .ci/sdk-venv` (Python 3 and PyPI; \
-         .ci/run does it), or skip these tests with `--skip openai::sdk::`"
+         .ci/run does it), or skip these tests with `--skip openai::sdk:: --skip openai::responses`"
     );
     python
 }
