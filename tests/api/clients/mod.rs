@@ -148,9 +148,12 @@ pub fn retry_after(response: &Response) -> String {
 
 /// A `429 rate_limited` answer with `Retry-After: {seconds}`, retryable.
 pub async fn rate_limited(response: Response, seconds: &str) {
-    assert_eq!(retry_after(&response), seconds);
+    // The status and body first: a failure then says what came instead.
+    let said = response.headers().get("retry-after").cloned();
     let error = refused(response, 429, "rate_limited").await;
     assert_eq!(error["retryable"], true, "{error}");
+    let said = said.expect("a Retry-After header");
+    assert_eq!(said.to_str().expect("ASCII"), seconds);
 }
 
 /// A `429 rate_limited` answer whose `Retry-After` is at most `seconds` and at
