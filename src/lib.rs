@@ -49,6 +49,7 @@ pub mod error;
 pub mod fleet;
 pub mod idempotency;
 pub mod jobs;
+pub mod kept;
 pub mod ops;
 pub mod prompts;
 pub mod relay;

@@ -13,6 +13,11 @@ pub fn unix_millis() -> u64 {
         .as_millis() as u64
 }
 
+/// Seconds since the Unix epoch: OpenAI's `created`.
+pub fn unix_seconds() -> u64 {
+    unix_millis() / 1000
+}
+
 /// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
 pub fn rfc3339(millis: u64) -> String {
     let when = UNIX_EPOCH + Duration::from_millis(millis);

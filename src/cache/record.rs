@@ -1,29 +1,33 @@
-//! A kept answer as it is stored: its own small versioned type, pinned by a test,
-//! since the state file and a fleet's Redis outlive the build that wrote them.
+//! A cache entry as it is stored: the request it answers and when it was made,
+//! around the one kept-answer record (`kept::KeptAnswer`, versioned and pinned
+//! there), since the state file and a fleet's Redis outlive the build that wrote
+//! them.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
-use crate::engine::completion::Output;
+use crate::kept::KeptAnswer;
 
-/// The version of the stored encoding.
-pub const VERSION: u8 = 1;
-
-/// A task's kept `200` answer: what made it and what it said.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A task's kept `200` answer, and what it answers.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Kept {
-    /// The encoding's version.
-    pub v: u8,
     /// What the task asked the upstream (`AnswerKey::request`): compared on
     /// every lookup.
     pub request: String,
-    /// The task's normalized output.
-    pub output: Output,
-    /// The model that answered.
-    pub model: String,
-    /// The upstream that answered.
-    pub upstream: String,
     /// When it was made (Unix ms).
     pub made_at: u64,
+    /// The answer, whole.
+    pub answer: KeptAnswer,
+}
+
+/// The stored form; the answer's own text is read by `KeptAnswer::decode`,
+/// which checks its version.
+#[derive(Serialize, Deserialize)]
+struct Stored<'a> {
+    request: std::borrow::Cow<'a, str>,
+    made_at: u64,
+    #[serde(borrow)]
+    answer: &'a RawValue,
 }
 
 impl Kept {
@@ -34,41 +38,73 @@ impl Kept {
 
     /// Its stored encoding.
     pub fn encode(&self) -> String {
-        // JSON text and plain fields always serialize.
-        serde_json::to_string(self).unwrap_or_default()
+        let answer = self.answer.encode();
+        // The answer's encoding is JSON text, written by serde.
+        let Ok(answer) = RawValue::from_string(answer) else {
+            return String::new();
+        };
+        let stored = Stored {
+            request: self.request.as_str().into(),
+            made_at: self.made_at,
+            answer: &answer,
+        };
+        serde_json::to_string(&stored).unwrap_or_default()
     }
 
     /// A stored encoding read back; `None` for another version or a broken one
     /// (a miss, never an error).
     pub fn decode(text: &str) -> Option<Kept> {
-        serde_json::from_str::<Kept>(text)
-            .ok()
-            .filter(|kept| kept.v == VERSION)
+        let stored: Stored<'_> = serde_json::from_str(text).ok()?;
+        Some(Kept {
+            request: stored.request.into_owned(),
+            made_at: stored.made_at,
+            answer: KeptAnswer::decode(stored.answer.get())?,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::json;
 
-    use crate::engine::completion::Output;
+    use crate::engine::completion::{Finished, Output};
+    use crate::kept::Named;
 
     use super::*;
 
     #[test]
     fn the_stored_encoding_is_pinned() {
-        let kept = Kept {
-            v: VERSION,
-            request: r#"{"task":"recipe"}"#.into(),
-            output: Output::of(&json!({"title": "宫保鸡丁"})),
-            model: "glm-4-plus".into(),
+        let finished = Finished {
+            choices: Vec::new(),
+            usage: None,
+            meta: Default::default(),
+            output: Some(Output::of(&json!({"title": "宫保鸡丁"}))),
+            attempts: 1,
             upstream: "primary".into(),
-            made_at: 1_796_126_791_000,
+            model: "glm-4-plus".into(),
+            elapsed: Duration::from_millis(900),
+            cache: None,
+            gathered: true,
         };
-        let stored = r#"{"v":1,"request":"{\"task\":\"recipe\"}","output":{"title":"宫保鸡丁"},"model":"glm-4-plus","upstream":"primary","made_at":1796126791000}"#;
+        let named = Named {
+            request_id: "r-1".into(),
+            created: 1_796_126_791,
+            response_id: None,
+        };
+        let kept = Kept {
+            request: r#"{"task":"recipe"}"#.into(),
+            made_at: 1_796_126_791_000,
+            answer: KeptAnswer::new(&finished, named),
+        };
+        let stored = r#"{"request":"{\"task\":\"recipe\"}","made_at":1796126791000,"answer":{"v":2,"request_id":"r-1","created":1796126791,"output":{"title":"宫保鸡丁"},"attempts":1,"upstream":"primary","model":"glm-4-plus","elapsed_ms":900}}"#;
         assert_eq!(kept.encode(), stored);
         assert_eq!(Kept::decode(stored), Some(kept));
-        assert_eq!(Kept::decode(&stored.replace(r#""v":1"#, r#""v":2"#)), None);
+        assert_eq!(Kept::decode(&stored.replace(r#""v":2"#, r#""v":3"#)), None);
+        // What builds before the one record kept: a miss.
+        let older = r#"{"v":1,"request":"{}","output":{"title":"宫保鸡丁"},"model":"glm","upstream":"primary","made_at":1796126791000}"#;
+        assert_eq!(Kept::decode(older), None);
         assert_eq!(Kept::decode("{broken"), None);
     }
 }

@@ -16,6 +16,7 @@ use super::{AnswerCache, AnswerKey, CacheControl, CachePolicy, Kept, MAX_KEPT_BY
 use crate::engine::completion::{Cached, Finished, Progress};
 use crate::engine::metrics::Metrics;
 use crate::error::ApiError;
+use crate::kept::{KeptAnswer, Named};
 use crate::ops::facts::LateWord;
 use crate::wall::unix_millis;
 
@@ -34,6 +35,8 @@ pub struct CacheUse {
     pub metrics: Metrics,
     /// When the request arrived: a kept answer's `elapsed_ms` runs from here.
     pub arrived: Instant,
+    /// The request's id: a new answer is kept under it.
+    pub request_id: String,
     /// Where the request's log line learns what the cache did.
     pub seen: LateWord,
 }
@@ -109,19 +112,19 @@ impl CacheUse {
     async fn keep(&self, mut finished: Box<Finished>) -> Box<Finished> {
         finished.cache = Some(Cached::Miss);
         self.tell(Cached::Miss);
-        let Some(output) = finished.output.clone() else {
-            return finished;
-        };
-        if self.control.no_store {
+        if finished.output.is_none() || self.control.no_store {
             return finished;
         }
+        let made_at = unix_millis();
+        let named = Named {
+            request_id: self.request_id.clone(),
+            created: made_at / 1000,
+            response_id: None,
+        };
         let kept = Kept {
-            v: super::record::VERSION,
             request: self.key.request.clone(),
-            output,
-            model: finished.model.clone(),
-            upstream: finished.upstream.clone(),
-            made_at: unix_millis(),
+            made_at,
+            answer: KeptAnswer::new(&finished, named),
         };
         if kept.encode().len() <= MAX_KEPT_BYTES {
             // A store that cannot keep it loses a later hit, never this answer.
@@ -144,15 +147,10 @@ impl CacheUse {
 /// request's attempts and time; no usage (this request spent no tokens on it).
 fn kept_answer(kept: &Kept, cached: Cached, attempts: u32, arrived: Instant) -> Box<Finished> {
     Box::new(Finished {
-        choices: Vec::new(),
         usage: None,
-        meta: Default::default(),
-        output: Some(kept.output.clone()),
         attempts,
-        upstream: kept.upstream.clone(),
-        model: kept.model.clone(),
         elapsed: arrived.elapsed(),
         cache: Some(cached),
-        gathered: true,
+        ..kept.answer.finished()
     })
 }

@@ -6,11 +6,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::BoxFuture;
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{IdempotencyStore, Limits, Lookup, MAX_KEPT_BYTES, Outcome, RunSlot};
+use super::{IdempotencyStore, Kept, Limits, Lookup, MAX_KEPT_BYTES, Outcome, RunSlot};
 use crate::error::ApiError;
 
 /// The records, shared by every request of this process.
@@ -40,7 +39,7 @@ enum Record {
     },
     Kept {
         fingerprint: u64,
-        body: Arc<Value>,
+        body: Arc<Kept>,
         until: Instant,
     },
 }
@@ -174,7 +173,7 @@ impl Claim {
 }
 
 impl RunSlot for Claim {
-    fn succeed(mut self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
+    fn succeed(mut self: Box<Self>, body: Arc<Kept>) -> BoxFuture<'static, ()> {
         self.reported = true;
         let mut records = lock(&self.records);
         if !self.release(&mut records) {
@@ -183,7 +182,7 @@ impl RunSlot for Claim {
             self.outcome.send_replace(Some(Ok(body)));
             return done();
         }
-        let size = serde_json::to_vec(body.as_ref()).map_or(usize::MAX, |text| text.len());
+        let size = body.encode().len();
         if size > MAX_KEPT_BYTES {
             drop(records);
             tracing::warn!(
@@ -252,6 +251,11 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A submit's record, whose size is 10 bytes and its job id's.
+    fn kept(job: &str) -> Arc<Kept> {
+        Arc::new(Kept::Submitted(job.into()))
+    }
+
     fn store(max_entries: usize) -> MemoryStore {
         MemoryStore::new(Limits {
             ttl: Duration::from_secs(60),
@@ -272,9 +276,11 @@ mod tests {
         let store = store(10);
         let now = Instant::now();
         run(store.begin_now("k", 1, now))
-            .succeed(Arc::new(Value::from("done")))
+            .succeed(kept("done"))
             .await;
-        assert!(matches!(store.begin_now("k", 1, now), Lookup::Kept(body) if *body == "done"));
+        assert!(
+            matches!(store.begin_now("k", 1, now), Lookup::Kept(body) if *body == *kept("done"))
+        );
         assert!(matches!(store.begin_now("k", 2, now), Lookup::Reused));
         let later = now + Duration::from_secs(61);
         assert!(
@@ -306,23 +312,19 @@ mod tests {
             panic!("expected to wait");
         };
         assert!(matches!(store.begin_now("k", 9, now), Lookup::Reused));
-        slot.succeed(Arc::new(Value::from(7))).await;
+        slot.succeed(kept("7")).await;
         let outcome = waiting.await.expect("an outcome");
-        assert_eq!(*outcome.expect("a success"), 7);
+        assert_eq!(outcome.expect("a success"), kept("7"));
     }
 
     #[tokio::test]
     async fn the_bound_never_removes_a_run_in_progress() {
         let store = store(1);
         let now = Instant::now();
-        run(store.begin_now("a", 1, now))
-            .succeed(Arc::new(Value::Null))
-            .await;
+        run(store.begin_now("a", 1, now)).succeed(kept("")).await;
         let later = now + Duration::from_secs(61);
         let again = run(store.begin_now("a", 1, later));
-        run(store.begin_now("b", 1, later))
-            .succeed(Arc::new(Value::Null))
-            .await;
+        run(store.begin_now("b", 1, later)).succeed(kept("")).await;
         assert!(
             matches!(store.begin_now("a", 1, later), Lookup::Wait(_)),
             "still running"
@@ -339,7 +341,8 @@ mod tests {
             max_bytes: 100,
         });
         let now = Instant::now();
-        let body = |bytes: usize| Arc::new(Value::String("x".repeat(bytes - 2)));
+        // `{"job":""}` is 10 bytes.
+        let body = |bytes: usize| kept(&"x".repeat(bytes - 10));
         for i in 0..5 {
             run(store.begin_now(&format!("k{i}"), 1, now))
                 .succeed(body(30))
@@ -370,7 +373,7 @@ mod tests {
         let now = Instant::now();
         for i in 0..10 {
             run(store.begin_now(&format!("k{i}"), 1, now))
-                .succeed(Arc::new(Value::Null))
+                .succeed(kept(""))
                 .await;
         }
         assert_eq!(store.kept(), 3);

@@ -12,6 +12,7 @@ mod run;
 
 pub use self::limits::Limits;
 pub use self::memory::MemoryStore;
+pub use self::record::Kept;
 pub use self::redis::RedisIdempotency;
 pub use self::run::detached;
 
@@ -24,16 +25,16 @@ use tokio::time::Instant;
 
 use crate::error::ApiError;
 
-/// How a run ended, for the requests that waited on it: the kept body, or the
+/// How a run ended, for the requests that waited on it: what it kept, or the
 /// error and how many attempts the run made (for `x-should-retry`).
-pub type Outcome = Result<Arc<Value>, (ApiError, u32)>;
+pub type Outcome = Result<Arc<Kept>, (ApiError, u32)>;
 
 /// What a request with a key finds.
 pub enum Lookup {
     /// Nothing usable: this request runs, and reports through the slot.
     Run(Box<dyn RunSlot>),
     /// A kept success of the same request: answer with it, no upstream call.
-    Kept(Arc<Value>),
+    Kept(Arc<Kept>),
     /// The same request is running: its outcome, when it comes (`None` if the run
     /// was dropped).
     Wait(BoxFuture<'static, Option<Outcome>>),
@@ -46,7 +47,7 @@ pub enum Lookup {
 /// report (the run ended with no one waiting) frees its key.
 pub trait RunSlot: Send {
     /// A complete success: kept for the TTL, and given to the waiters.
-    fn succeed(self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()>;
+    fn succeed(self: Box<Self>, body: Arc<Kept>) -> BoxFuture<'static, ()>;
     /// A failure after `attempts` attempts: not kept (the next repeat runs anew);
     /// given to the waiters.
     fn fail(self: Box<Self>, error: ApiError, attempts: u32) -> BoxFuture<'static, ()>;
@@ -72,8 +73,8 @@ pub trait IdempotencyStore: Send + Sync {
     fn start(&self, _background: &crate::background::Background) {}
 }
 
-/// The largest body kept for a key (in memory or in Redis); a larger success is
-/// answered but not kept.
+/// The largest result kept for a key (its encoding's bytes, in memory or in
+/// Redis); a larger success is answered but not kept.
 pub const MAX_KEPT_BYTES: usize = 1 << 20;
 
 /// The longest key.

@@ -1,14 +1,54 @@
-//! What an idempotency record in Redis holds besides a kept body (which is the
-//! contract's own `200` body): a failed run's error, for the repeats waiting on it
-//! on other replicas. Its own small type with a version, not `ApiError` itself: a
-//! later build that renames a variant must still read what an older one wrote
-//! (a rolling upgrade), and the test below pins the encoding.
+//! What an idempotency record holds: a run's [`Kept`] result, or (in Redis) a
+//! failed run's error, for the repeats waiting on it on other replicas. Each is
+//! its own small type with a version, not `ApiError` or a rendered body: a later
+//! build that renames a variant must still read what an older one wrote (a
+//! rolling upgrade), and the tests below pin the encodings.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, UpstreamRefusal};
+use crate::kept::KeptAnswer;
+
+/// What a run left for the repeats of its request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// A completion's answer, whole: a repeat gets it in its own shape.
+    Answer(Box<KeptAnswer>),
+    /// The job a submit made (`{"job": id}`): a repeat gets that job as it is.
+    Submitted(String),
+}
+
+/// A submit's record, as encoded.
+#[derive(Serialize, Deserialize)]
+struct SubmittedJob {
+    job: String,
+}
+
+impl Kept {
+    /// Its stored encoding (an answer's is `KeptAnswer`'s).
+    pub fn encode(&self) -> String {
+        match self {
+            Kept::Answer(answer) => answer.encode(),
+            Kept::Submitted(job) => {
+                let job = SubmittedJob { job: job.clone() };
+                // A struct of one string always serializes.
+                serde_json::to_string(&job).unwrap_or_default()
+            }
+        }
+    }
+
+    /// A stored encoding read back; `None` for one this build cannot read (an
+    /// answer of another version, or a rendered body an older build kept).
+    pub fn decode(text: &str) -> Option<Kept> {
+        if let Some(answer) = KeptAnswer::decode(text) {
+            return Some(Kept::Answer(Box::new(answer)));
+        }
+        let submitted: SubmittedJob = serde_json::from_str(text).ok()?;
+        Some(Kept::Submitted(submitted.job))
+    }
+}
 
 /// The encoding's version; a record of another version reads as no outcome.
 const VERSION: u8 = 1;
@@ -194,6 +234,16 @@ mod tests {
             assert_eq!(attempts, 2);
             assert_eq!(back, error, "{text}");
         }
+    }
+
+    #[test]
+    fn a_submit_is_kept_as_its_job_and_a_rendered_body_is_unreadable() {
+        let submitted = Kept::Submitted("job_1".into());
+        assert_eq!(submitted.encode(), r#"{"job":"job_1"}"#);
+        assert_eq!(Kept::decode(&submitted.encode()), Some(submitted));
+        // What builds before the kept-answer record kept for a chat request.
+        let rendered = r#"{"id":"chatcmpl-1","object":"chat.completion","choices":[]}"#;
+        assert_eq!(Kept::decode(rendered), None);
     }
 
     #[test]

@@ -21,11 +21,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use redis::Script;
-use serde_json::Value;
 use tokio::time::Instant;
 
 use super::record::FailedRun;
-use super::{IdempotencyStore, Limits, Lookup, MAX_KEPT_BYTES, MemoryStore, Outcome, RunSlot};
+use super::{
+    IdempotencyStore, Kept, Limits, Lookup, MAX_KEPT_BYTES, MemoryStore, Outcome, RunSlot,
+};
 use crate::background::{Background, Continue};
 use crate::error::ApiError;
 use crate::fleet::{CALL_TIMEOUT, Redis};
@@ -149,7 +150,7 @@ impl IdempotencyStore for RedisIdempotency {
             };
             match found.first().map(String::as_str) {
                 Some("reused") => Lookup::Reused,
-                Some("kept") => match found.get(1).and_then(|b| serde_json::from_str(b).ok()) {
+                Some("kept") => match found.get(1).and_then(|b| Kept::decode(b)) {
                     Some(body) => Lookup::Kept(Arc::new(body)),
                     None => Lookup::Wait(Box::pin(std::future::ready(None))),
                 },
@@ -204,7 +205,7 @@ async fn wait(
             match (state.as_deref(), fp == Some(fingerprint.clone())) {
                 (None, _) | (_, false) => return None,
                 (Some("kept"), true) => {
-                    return Some(Ok(Arc::new(serde_json::from_str(&body?).ok()?)));
+                    return Some(Ok(Arc::new(Kept::decode(&body?)?)));
                 }
                 (Some("failed"), true) => {
                     let failed: FailedRun = serde_json::from_str(&error?).ok()?;
@@ -284,10 +285,10 @@ impl Drop for Claim {
 impl RunSlot for Claim {
     /// Awaited before the run's client gets its last bytes (within its deadline),
     /// so that once a client has its answer, a repeat anywhere is a replay.
-    fn succeed(mut self: Box<Self>, body: Arc<Value>) -> BoxFuture<'static, ()> {
+    fn succeed(mut self: Box<Self>, body: Arc<Kept>) -> BoxFuture<'static, ()> {
         let (ttl, until) = (self.shared.limits.ttl, Some(self.deadline));
-        match serde_json::to_string(body.as_ref()) {
-            Ok(text) if text.len() <= MAX_KEPT_BYTES => self.report("kept", text, ttl, until),
+        match body.encode() {
+            text if text.len() <= MAX_KEPT_BYTES => self.report("kept", text, ttl, until),
             _ => {
                 tracing::warn!(
                     bytes_max = MAX_KEPT_BYTES,

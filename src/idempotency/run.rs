@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::RunSlot;
+use super::{Kept, RunSlot};
 use crate::background::Background;
 use crate::engine::completion::{Finished, Progress};
 use crate::error::ApiError;
@@ -18,12 +17,12 @@ const BUFFER: usize = 64;
 
 /// Runs `progress` as a task of `background` (so a shutdown waits for it); the
 /// returned stream relays its steps to this request's client. `keep` turns a
-/// success into the body kept for repeats, or the error they get when it
+/// success into what is kept for repeats, or the error they get when it
 /// cannot be kept whole.
 pub fn detached(
     progress: impl Stream<Item = Progress> + Send + 'static,
     slot: Box<dyn RunSlot>,
-    keep: impl FnOnce(&Finished) -> Result<Value, ApiError> + Send + 'static,
+    keep: impl FnOnce(&Finished) -> Result<Kept, ApiError> + Send + 'static,
     background: &Background,
 ) -> impl Stream<Item = Progress> + Send + 'static {
     let (to_client, from_run) = mpsc::channel(BUFFER);

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use crate::engine::completion::{Finished, Progress};
 use crate::error::ApiError;
+use crate::kept::{KeptAnswer, Named};
 pub use route::CompletionRoute;
 use task_events::ResultBody;
 
@@ -67,6 +68,9 @@ pub struct Reply {
     pub route: CompletionRoute,
     /// The model asked for, named when the upstream names none.
     pub model: String,
+    /// When the request arrived (Unix seconds): chat's `created`, a response's
+    /// `created_at`.
+    pub created: u64,
     /// For a chat stream: `LADLE_STREAM_KEEPALIVE_MS` and when the request
     /// arrived.
     pub keep_alive: Option<(Duration, Instant)>,
@@ -75,11 +79,50 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// The whole `200` body of a finished completion, as a `Value`: what is kept
-    /// for an idempotency key's repeats and as a job's result.
+    /// `finished` as it is kept for the repeats of this request: whole, under
+    /// this request's names.
+    pub fn kept(&self, finished: &Finished) -> KeptAnswer {
+        let named = Named {
+            request_id: self.request_id.clone(),
+            created: self.created,
+            response_id: self.made.as_ref().map(|made| made.id.clone()),
+        };
+        KeptAnswer::new(finished, named)
+    }
+
+    /// This reply as it was for the first answer of a kept one: under its names.
+    pub fn as_first(&self, named: Named) -> Reply {
+        let made = self.made.as_ref().map(|made| {
+            let id = named.response_id.clone();
+            Arc::new(made.renamed(id.unwrap_or_else(|| made.id.clone()), named.created))
+        });
+        Reply {
+            request_id: named.request_id,
+            created: named.created,
+            made,
+            ..self.clone()
+        }
+    }
+
+    /// The names of a chat answer to this request.
+    fn chat_names(&self) -> wire::ChatNames<'_> {
+        wire::ChatNames {
+            request_id: &self.request_id,
+            model: &self.model,
+            created: self.created,
+        }
+    }
+
+    /// A finished chat answer as a whole chunk stream.
+    pub fn chunks(&self, finished: &Finished) -> bytes::Bytes {
+        wire::finished_as_chunks(finished, &self.chat_names())
+    }
+
+    /// The whole `200` body of a finished completion, as a `Value`: what a job
+    /// keeps as its result.
     pub fn body(&self, finished: &Finished) -> Value {
         match &self.route {
-            CompletionRoute::Chat => wire::completion_body(finished, &self.request_id, &self.model),
+            CompletionRoute::Chat => wire::completion_body(finished, &self.chat_names()),
             CompletionRoute::Responses => match &self.made {
                 Some(made) => made.finished(finished),
                 None => Value::Null,
@@ -159,7 +202,7 @@ pub async fn outcome(
 }
 
 /// A `200` of JSON text.
-fn json_response(text: Vec<u8>) -> Response {
+pub fn json_response(text: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(text));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

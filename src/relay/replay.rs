@@ -1,41 +1,61 @@
-//! Answers taken from another request's run (contract 6.6): a kept result, or the
-//! outcome of a run this request waited for, in the shape this request asks for.
-//! Every one carries `Idempotent-Replayed: true`.
-
-use std::time::Duration;
+//! Answers taken from another request's run (contract 6.6): a kept answer, or the
+//! outcome of a run this request waited for, rendered in the shape this request
+//! asks for, under the names the first answer was given. Every one carries
+//! `Idempotent-Replayed: true`.
 
 use axum::http::{HeaderName, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use serde_json::Value;
 use tokio::time::{Instant, timeout_at};
 
-use super::ResponseShape;
 use super::commit::{self, Step};
-use super::wire::kept_as_chunks;
+use super::{Reply, ResponseShape};
+use crate::engine::completion::Finished;
 use crate::error::ApiError;
-use crate::idempotency::Outcome;
+use crate::idempotency::{Kept, Outcome};
 
 /// The header of an answer from another request's run.
 pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
-/// A kept body (a `chat.completion`, a task's `200` body, or a response
-/// object), in `shape`.
-pub fn replay(kept: &Value, shape: ResponseShape) -> Response {
-    let response = match shape {
-        ResponseShape::ChatJson | ResponseShape::TaskJson | ResponseShape::ResponsesJson => {
-            axum::Json(kept).into_response()
-        }
-        ResponseShape::ResponsesEvents => {
-            let events = super::responses::Events::replayed(kept.clone()).unwrap_or_default();
-            let frames: Vec<u8> = events.iter().flat_map(|e| e.frame()).collect();
-            sse(frames.into())
-        }
-        ResponseShape::TaskEvents => sse(format!("event: result\ndata: {kept}\n\n").into()),
-        ResponseShape::ChatStream => sse(kept_as_chunks(kept)),
+/// What `kept` holds, answered to `reply`'s request.
+pub fn replay(kept: &Kept, reply: &Reply) -> Response {
+    let response = match first_answer(kept, reply) {
+        Ok((reply, finished)) => rendered(&reply, &finished),
+        Err(error) => error.into_completion_response(0),
     };
     replayed(response)
+}
+
+/// The answer `kept` holds and the reply it was first rendered by; an error
+/// when the key kept a job submit (another request under the key).
+fn first_answer(kept: &Kept, reply: &Reply) -> Result<(Reply, Finished), ApiError> {
+    match kept {
+        Kept::Answer(answer) => Ok((reply.as_first(answer.named()), answer.finished())),
+        Kept::Submitted(_) => Err(ApiError::IdempotencyKeyReused),
+    }
+}
+
+/// A finished answer in `reply`'s shape, whole at once.
+fn rendered(reply: &Reply, finished: &Finished) -> Response {
+    match reply.shape {
+        ResponseShape::ChatJson | ResponseShape::TaskJson | ResponseShape::ResponsesJson => {
+            super::json_response(reply.body_text(finished))
+        }
+        ResponseShape::ResponsesEvents => {
+            let made = reply.made.as_deref().cloned();
+            let events = made.map(|made| super::responses::Events::replayed(made, finished));
+            let frames: Vec<u8> = events.iter().flatten().flat_map(|e| e.frame()).collect();
+            sse(frames.into())
+        }
+        ResponseShape::TaskEvents => {
+            let mut frame = b"event: result\ndata: ".to_vec();
+            frame.extend(reply.body_text(finished));
+            frame.extend_from_slice(b"\n\n");
+            sse(frame.into())
+        }
+        ResponseShape::ChatStream => sse(reply.chunks(finished)),
+    }
 }
 
 /// How a waiting request learns its outcome.
@@ -44,13 +64,8 @@ pub struct Waiting {
     pub outcome: BoxFuture<'static, Option<Outcome>>,
     /// This request's own deadline.
     pub deadline: Instant,
-    /// The shape it asks for.
-    pub shape: ResponseShape,
-    /// For a chat stream with `LADLE_STREAM_KEEPALIVE_MS`: the silence after
-    /// which the head and comments go out, and when the request arrived.
-    pub keep_alive: Option<(Duration, Instant)>,
-    /// This request's id, for an error event.
-    pub request_id: String,
+    /// Who the answer is for, in what shape.
+    pub reply: Reply,
 }
 
 /// Waits for another request's run (until this request's `deadline`), then
@@ -60,25 +75,25 @@ pub async fn wait(waiting: Waiting) -> Response {
     let Waiting {
         outcome,
         deadline,
-        shape,
-        keep_alive,
-        request_id,
+        reply,
     } = waiting;
     let settled = async move { settled(timeout_at(deadline, outcome).await.map_err(drop)) };
-    if shape == ResponseShape::ChatStream {
-        let steps = futures_util::stream::once(settled).flat_map(|outcome| {
-            let steps = match outcome {
-                Ok(kept) => vec![Step::End(kept_as_chunks(&kept))],
+    if reply.shape == ResponseShape::ChatStream {
+        let (request_id, keep_alive) = (reply.request_id.clone(), reply.keep_alive);
+        let steps = futures_util::stream::once(settled).flat_map(move |outcome| {
+            let answer = outcome.and_then(|kept| first_answer(&kept, &reply).map_err(|e| (e, 0)));
+            let steps = match answer {
+                Ok((reply, finished)) => vec![Step::End(reply.chunks(&finished))],
                 Err((error, attempts)) => vec![Step::Attempt(attempts), Step::Failed(error)],
             };
             futures_util::stream::iter(steps)
         });
         return replayed(commit::respond(Box::pin(steps), request_id, keep_alive).await);
     }
-    replayed(match settled.await {
-        Ok(kept) => replay(&kept, shape),
-        Err((error, attempts)) => error.into_completion_response(attempts),
-    })
+    match settled.await {
+        Ok(kept) => replay(&kept, &reply),
+        Err((error, attempts)) => replayed(error.into_completion_response(attempts)),
+    }
 }
 
 /// The outcome as this request answers it (`Err(())`: its deadline passed).

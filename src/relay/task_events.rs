@@ -217,6 +217,7 @@ mod tests {
             request_id: "r-3".into(),
             route: crate::relay::CompletionRoute::Task("recipe".into()),
             model: "glm".into(),
+            created: 1_796_126_791,
             keep_alive: None,
             made: None,
         };

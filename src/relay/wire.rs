@@ -1,13 +1,13 @@
 //! The OpenAI wire format, written in one place: the `chat.completion` body, a
-//! stream chunk made from a whole answer, a kept answer as a chunk stream, and the
-//! framing of events.
+//! stream chunk made from a whole answer, a finished answer as a chunk stream,
+//! and the framing of events.
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
 use crate::engine::completion::Finished;
 use crate::engine::completion::answer::{Answer, ChoiceAnswer, Gather, ToolCall};
-use crate::engine::upstream::chunk::{self, Chunk, Parsed};
+use crate::engine::upstream::chunk::Chunk;
 
 /// The end marker of an OpenAI stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -23,9 +23,31 @@ pub fn put_event(out: &mut BytesMut, payload: &[u8]) {
     out.extend_from_slice(b"\n\n");
 }
 
+/// What names a chat answer: its id (the upstream's, or one made of the
+/// request's) and its model (the upstream's, or the one asked for).
+pub struct ChatNames<'a> {
+    /// The request's id.
+    pub request_id: &'a str,
+    /// The model asked for.
+    pub model: &'a str,
+    /// `created` (Unix seconds).
+    pub created: u64,
+}
+
+impl ChatNames<'_> {
+    fn id(&self, finished: &Finished) -> String {
+        let id = finished.meta.id.clone();
+        id.unwrap_or_else(|| format!("chatcmpl-{}", self.request_id))
+    }
+
+    fn model<'f>(&'f self, finished: &'f Finished) -> &'f str {
+        finished.meta.model.as_deref().unwrap_or(self.model)
+    }
+}
+
 /// The `chat.completion` object for a finished completion: every choice apart,
 /// in `index` order, each with its own finish reason.
-pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Value {
+pub fn completion_body(finished: &Finished, names: &ChatNames<'_>) -> Value {
     let mut choices: Vec<&ChoiceAnswer> = finished.choices.iter().collect();
     choices.sort_by_key(|choice| choice.index);
     let choices: Vec<Value> = match choices.is_empty() {
@@ -33,10 +55,10 @@ pub fn completion_body(finished: &Finished, request_id: &str, model: &str) -> Va
         false => choices.into_iter().map(choice_body).collect(),
     };
     let mut body = json!({
-        "id": finished.meta.id.clone().unwrap_or_else(|| format!("chatcmpl-{request_id}")),
+        "id": names.id(finished),
         "object": "chat.completion",
-        "created": unix_seconds(),
-        "model": finished.meta.model.as_deref().unwrap_or(model),
+        "created": names.created,
+        "model": names.model(finished),
         "choices": choices,
     });
     if let Some(fingerprint) = &finished.meta.system_fingerprint {
@@ -144,20 +166,14 @@ pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
     Bytes::from(body.to_string())
 }
 
-/// A kept `chat.completion` as a stream: every choice's message in one chunk, the
-/// finish reasons and usage in the next, then `[DONE]`. The kept body reads as
-/// one chunk (a `message` reads like a `delta`), so it is assembled again, as a
-/// whole answer from an upstream is.
-pub fn kept_as_chunks(kept: &Value) -> Bytes {
-    let text = kept.to_string();
-    let answer = match chunk::parse(text.as_bytes(), true) {
-        Ok(Parsed::Chunk(chunk)) => assembled(&chunk),
-        // What ladle kept is its own `chat.completion`; this is not reached.
-        _ => Answer::new(Gather::Nothing),
-    };
+/// A finished answer as a stream (a kept one, replayed): every choice's message
+/// in one chunk, the finish reasons and usage in the next, then `[DONE]`.
+pub fn finished_as_chunks(finished: &Finished, names: &ChatNames<'_>) -> Bytes {
+    let mut choices: Vec<&ChoiceAnswer> = finished.choices.iter().collect();
+    choices.sort_by_key(|choice| choice.index);
     let mut deltas = Vec::new();
     let mut finishes = Vec::new();
-    for choice in &answer.choices {
+    for choice in choices {
         let index = choice.index;
         deltas.push(json!({
             "index": index,
@@ -168,22 +184,23 @@ pub fn kept_as_chunks(kept: &Value) -> Bytes {
         let reason = choice.finish_reason.as_deref().unwrap_or("stop");
         finishes.push(json!({"index": index, "delta": {}, "finish_reason": reason}));
     }
+    let (id, model) = (names.id(finished), names.model(finished));
     let chunk = |choices: Vec<Value>| {
         let mut chunk = json!({
-            "id": kept["id"],
+            "id": id,
             "object": "chat.completion.chunk",
-            "created": kept["created"],
-            "model": kept["model"],
+            "created": names.created,
+            "model": model,
             "choices": choices,
         });
-        if let Some(fingerprint) = kept.get("system_fingerprint") {
-            chunk["system_fingerprint"] = fingerprint.clone();
+        if let Some(fingerprint) = &finished.meta.system_fingerprint {
+            chunk["system_fingerprint"] = fingerprint.as_str().into();
         }
         chunk
     };
     let first = chunk(deltas);
     let mut last = chunk(finishes);
-    if let Some(usage) = kept.get("usage") {
+    if let Some(usage) = &finished.usage {
         last["usage"] = usage.clone();
     }
     let mut out = BytesMut::new();
@@ -191,10 +208,4 @@ pub fn kept_as_chunks(kept: &Value) -> Bytes {
     put_event(&mut out, last.to_string().as_bytes());
     out.extend_from_slice(DONE);
     out.freeze()
-}
-
-pub(crate) fn unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -8,16 +8,16 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::task_call;
+use super::{TaskRequest, task_call};
 use crate::cache::CacheControl;
 use crate::engine::bulkhead::Entry;
 use crate::engine::completion::{Finished, Progress};
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::jobs::Job;
 use crate::jobs::outcome::RunError;
 use crate::jobs::runner::RunTask;
 use crate::ops::facts::LateWord;
-use crate::relay::CompletionRoute;
 use crate::relay::task_events::named_events;
 use crate::relay::{Reply, ResponseShape};
 use crate::state::{AppState, WeakApp};
@@ -43,14 +43,6 @@ impl RunTask for RunsTasks {
     fn run(&self, job: &Job, request_id: String) -> BoxFuture<'static, Result<Value, RunError>> {
         let (app, job) = (self.0.upgrade(), job.clone());
         Box::pin(async move {
-            let reply = Reply {
-                shape: ResponseShape::TaskJson,
-                request_id: request_id.clone(),
-                route: CompletionRoute::Task(job.request.task.clone()),
-                model: String::new(),
-                keep_alive: None,
-                made: None,
-            };
             let failed = |error: ApiError| RunError {
                 object: error.body(&request_id)["error"].clone(),
                 status: error.status().as_u16(),
@@ -65,15 +57,21 @@ impl RunTask for RunsTasks {
                 Some(stored) => super::responses::stored_call(&job, stored, &request_id, timeout)
                     .map_err(failed)?,
                 None => {
-                    let variables = job.request.variables.clone();
-                    let arrived = Instant::now();
-                    let client = &job.client;
-                    task_call(&app, reply, arrived, timeout, None, variables, client)
-                        .await
-                        .map_err(failed)?
+                    let asked = TaskRequest {
+                        shape: ResponseShape::TaskJson,
+                        request_id: request_id.clone(),
+                        task: job.request.task.clone(),
+                        variables: job.request.variables.clone(),
+                        arrived: Instant::now(),
+                        timeout,
+                        key: None,
+                        client: job.client.clone(),
+                        cache_control: CacheControl::parse(job.request.cache_control.as_deref()),
+                        trace: TraceContext::start(),
+                    };
+                    task_call(&app, asked).await.map_err(failed)?
                 }
             };
-            call.cache_control = CacheControl::parse(job.request.cache_control.as_deref());
             // The task's slot, then a global one, however long they take.
             let entry = Entry {
                 task: super::task_bulkhead(&app, &call),

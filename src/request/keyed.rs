@@ -57,15 +57,13 @@ pub async fn look_up(
     note.idempotency_key = Some(key.to_owned());
     note.idempotency = Some(outcome);
     match found {
-        Lookup::Kept(kept) => Ok(KeyLookup::Answered(replay::replay(&kept, reply.shape))),
+        Lookup::Kept(kept) => Ok(KeyLookup::Answered(replay::replay(&kept, reply))),
         Lookup::Reused => Err(ApiError::IdempotencyKeyReused),
         Lookup::Wait(outcome) => Ok(KeyLookup::Answered(
             replay::wait(Waiting {
                 outcome,
                 deadline,
-                shape: reply.shape,
-                keep_alive: reply.keep_alive,
-                request_id: reply.request_id.clone(),
+                reply: reply.clone(),
             })
             .await,
         )),

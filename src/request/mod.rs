@@ -10,7 +10,7 @@ pub mod responses;
 pub mod submit;
 mod task;
 
-pub use task::task_call;
+pub use task::{TaskRequest, task_call};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +31,7 @@ use crate::engine::completion::{Cached, Completion, Finished, Gather, Progress, 
 use crate::engine::retry::{Deadline, RetryPolicy};
 use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
-use crate::idempotency;
+use crate::idempotency::{self, Kept};
 use crate::ops::facts::{CompletionNote, LateWord};
 use crate::ops::telemetry::InSpan;
 use crate::prompts::Prompt;
@@ -147,6 +147,7 @@ pub fn progress(
                 control: call.cache_control,
                 metrics: app.metrics.clone(),
                 arrived: call.arrived,
+                request_id: call.reply.request_id.clone(),
                 seen,
             },
             run,
@@ -210,7 +211,7 @@ pub async fn complete(
                     let (reply, most) = (call.reply.clone(), app.config.max_answer_bytes);
                     // Only a whole answer is kept; its repeats get what a client gets.
                     let keep = move |finished: &Finished| match finished.gathered {
-                        true => Ok(reply.body(finished)),
+                        true => Ok(Kept::Answer(Box::new(reply.kept(finished)))),
                         false => Err(ApiError::AnswerTooLarge(most)),
                     };
                     Either::Right(idempotency::detached(run(), slot, keep, &app.background))

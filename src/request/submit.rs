@@ -3,20 +3,22 @@
 //! answered `202` at once. With an `Idempotency-Key`, the same submit again while
 //! the key is kept gets the same job back.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::task_call;
+use super::{TaskRequest, task_call};
+use crate::cache::CacheControl;
+use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
-use crate::idempotency::{self, Lookup};
+use crate::idempotency::{self, Kept, Lookup};
 use crate::jobs::{Job, JobRequest, Moved, SubmitKey, Submitted, record};
-use crate::relay::CompletionRoute;
+use crate::relay::ResponseShape;
 use crate::relay::replay::REPLAYED;
-use crate::relay::{Reply, ResponseShape};
 use crate::state::AppState;
 use crate::wall::unix_millis;
 
@@ -48,17 +50,19 @@ const JOINING: Duration = Duration::from_secs(5);
 /// `accepted`, or with the job's event stream.
 pub async fn submit(app: &AppState, submit: Submit) -> Result<(Job, bool), ApiError> {
     // Exactly the synchronous request's checks, before anything is created.
-    let reply = Reply {
+    let asked = TaskRequest {
         shape: ResponseShape::TaskJson,
         request_id: submit.request_id.clone(),
-        route: CompletionRoute::Task(submit.task.clone()),
-        model: String::new(),
-        keep_alive: None,
-        made: None,
+        task: submit.task.clone(),
+        variables: submit.variables.clone(),
+        arrived: submit.arrived,
+        timeout: submit.timeout,
+        key: None,
+        client: submit.client.clone(),
+        cache_control: CacheControl::parse(submit.cache_control.as_deref()),
+        trace: TraceContext::start(),
     };
-    let variables = submit.variables.clone();
-    let (arrived, timeout, client) = (submit.arrived, submit.timeout, &submit.client);
-    task_call(app, reply, arrived, timeout, None, variables, client).await?;
+    task_call(app, asked).await?;
     let request = JobRequest {
         v: record::VERSION,
         task: submit.task.clone(),
@@ -133,7 +137,7 @@ pub async fn create_once(
         },
         Lookup::Run(slot) => match create(app, request, client, Some(durable)).await {
             Ok(job) => {
-                slot.succeed(std::sync::Arc::new(json!({ "job": job.id })))
+                slot.succeed(Arc::new(Kept::Submitted(job.id.clone())))
                     .await;
                 Ok((job, false))
             }
@@ -148,12 +152,15 @@ pub async fn create_once(
 /// The job a kept submit made, as it is now; a new one if it has expired.
 async fn replay_or_create(
     app: &AppState,
-    kept: &Value,
+    kept: &Kept,
     request: JobRequest,
     client: &str,
     key: SubmitKey,
 ) -> Result<(Job, bool), ApiError> {
-    let id = kept["job"].as_str().unwrap_or_default();
+    // An answer under the key is another request's.
+    let Kept::Submitted(id) = kept else {
+        return Err(ApiError::IdempotencyKeyReused);
+    };
     let found = app.jobs.store().get(id, client).await?;
     match found {
         Some(job) => Ok((job, true)),

@@ -13,21 +13,49 @@ use crate::cache::{AnswerKey, CacheControl};
 use crate::engine::trace::TraceContext;
 use crate::error::ApiError;
 use crate::prompts::render;
-use crate::relay::Reply;
+use crate::relay::{CompletionRoute, Reply, ResponseShape};
 use crate::state::AppState;
+use crate::wall::unix_seconds;
 
-/// The task `reply.route` names, with `variables`, as a `Call` arriving at
-/// `arrived`; `key` is its idempotency key, if any.
-pub async fn task_call(
-    app: &AppState,
-    mut reply: Reply,
-    arrived: Instant,
-    timeout: Option<Duration>,
-    key: Option<String>,
-    variables: Map<String, Value>,
-    client: &str,
-) -> Result<Call, ApiError> {
-    let name = reply.route.task().unwrap_or_default().to_owned();
+/// A task request, with everything its caller knows: the task route's, a job
+/// run's, or the admin page's try.
+pub struct TaskRequest {
+    /// The shape of answer asked for.
+    pub shape: ResponseShape,
+    /// The request's id.
+    pub request_id: String,
+    /// The task's name.
+    pub task: String,
+    /// Its variables.
+    pub variables: Map<String, Value>,
+    /// When it arrived: its deadline runs from here.
+    pub arrived: Instant,
+    /// The caller's own timeout, if it set one.
+    pub timeout: Option<Duration>,
+    /// Its idempotency key, if any.
+    pub key: Option<String>,
+    /// The client key's name (`""` without client keys).
+    pub client: String,
+    /// Its `Cache-Control`.
+    pub cache_control: CacheControl,
+    /// Its trace.
+    pub trace: TraceContext,
+}
+
+/// `asked` as a `Call`.
+pub async fn task_call(app: &AppState, asked: TaskRequest) -> Result<Call, ApiError> {
+    let TaskRequest {
+        shape,
+        request_id,
+        task: name,
+        variables,
+        arrived,
+        timeout,
+        key,
+        client,
+        cache_control,
+        trace,
+    } = asked;
     let prompt = app
         .prompts
         .get(&name)
@@ -35,7 +63,7 @@ pub async fn task_call(
     // The variables name the request under its idempotency key, if it has one.
     let key = key.map(|key| (key, Value::Object(variables.clone())));
     let rendered = render::render_off_loop(prompt.clone(), variables).await?;
-    reply.model = prompt
+    let model = prompt
         .model
         .clone()
         .or_else(|| app.config.model.clone())
@@ -56,20 +84,28 @@ pub async fn task_call(
             true => format!("{output} {client}"),
             false => output.to_owned(),
         };
-        AnswerKey::new(&name, &reply.model, &shaping, &text)
+        AnswerKey::new(&name, &model, &shaping, &text)
     });
     Ok(Call {
-        body: body.upstream(&reply.model, reply.shape.assembled()),
+        body: body.upstream(&model, shape.assembled()),
         one_choice: body.one_choice(),
-        reply,
+        reply: Reply {
+            shape,
+            request_id,
+            route: CompletionRoute::Task(name),
+            model,
+            created: unix_seconds(),
+            keep_alive: None,
+            made: None,
+        },
         arrived,
         timeout,
         key,
         prompt: Some(prompt),
         cache_key,
-        cache_control: CacheControl::default(),
-        client: client.to_owned(),
-        trace: TraceContext::start(),
+        cache_control,
+        client,
+        trace,
         keep: None,
     })
 }

@@ -89,6 +89,7 @@ fn chat_call(
             request_id: request_id.to_string(),
             route: CompletionRoute::Chat,
             model,
+            created: crate::wall::unix_seconds(),
             keep_alive: keep_alive.filter(|_| wants_stream),
             made: None,
         },

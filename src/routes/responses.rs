@@ -142,6 +142,7 @@ fn responses_call(
             request_id: request_id.to_string(),
             route: CompletionRoute::Responses,
             model: asked.model,
+            created: made.created_at,
             keep_alive: None,
             made: Some(made),
         },

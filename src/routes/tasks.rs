@@ -10,10 +10,9 @@ use super::{CompletionHeaders, JsonBody, noted};
 use crate::cache::CacheControl;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
-use crate::relay::CompletionRoute;
-use crate::relay::{Reply, ResponseShape};
+use crate::relay::ResponseShape;
 use crate::request::submit::Submit;
-use crate::request::{self, task_call};
+use crate::request::{self, TaskRequest, task_call};
 use crate::state::AppState;
 
 /// Whether the caller asked for named SSE events: `Accept: text/event-stream`, or
@@ -122,30 +121,20 @@ pub async fn run(
         true => ResponseShape::TaskEvents,
         false => ResponseShape::TaskJson,
     };
-    let reply = Reply {
+    let asked = TaskRequest {
         shape,
         request_id: request_id.to_string(),
-        route: CompletionRoute::Task(name),
-        model: String::new(),
-        keep_alive: None,
-        made: None,
-    };
-    let (client, trace) = (headers.client, headers.trace);
-    let called = task_call(
-        &app,
-        reply,
-        arrived,
-        headers.timeout,
-        headers.key,
+        task: name,
         variables,
-        &client,
-    );
-    let answer = match called.await {
-        Ok(mut call) => {
-            call.cache_control = CacheControl::parse(submission.cache_control.as_deref());
-            call.trace = trace;
-            request::complete(&app, call, &mut note).await
-        }
+        arrived,
+        timeout: headers.timeout,
+        key: headers.key,
+        client: headers.client,
+        cache_control: CacheControl::parse(submission.cache_control.as_deref()),
+        trace: headers.trace,
+    };
+    let answer = match task_call(&app, asked).await {
+        Ok(call) => request::complete(&app, call, &mut note).await,
         Err(error) => Err(error),
     };
     noted(answer, note)

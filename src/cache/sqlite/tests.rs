@@ -9,7 +9,8 @@ use serde_json::json;
 
 use super::SqliteCache;
 use crate::cache::{AnswerCache, AnswerKey, Kept};
-use crate::engine::completion::Output;
+use crate::engine::completion::{Finished, Output};
+use crate::kept::{KeptAnswer, Named};
 use crate::state_file::StateFile;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -36,13 +37,27 @@ fn key(dish: &str) -> AnswerKey {
 }
 
 fn kept(key: &AnswerKey, dish: &str) -> Kept {
-    Kept {
-        v: 1,
-        request: key.request.clone(),
-        output: Output::of(&json!({"title": dish})),
-        model: "m".into(),
+    let finished = Finished {
+        choices: Vec::new(),
+        usage: None,
+        meta: Default::default(),
+        output: Some(Output::of(&json!({"title": dish}))),
+        attempts: 1,
         upstream: "primary".into(),
+        model: "m".into(),
+        elapsed: Duration::ZERO,
+        cache: None,
+        gathered: true,
+    };
+    let named = Named {
+        request_id: "r".into(),
+        created: 0,
+        response_id: None,
+    };
+    Kept {
+        request: key.request.clone(),
         made_at: crate::wall::unix_millis(),
+        answer: KeptAnswer::new(&finished, named),
     }
 }
 
@@ -54,7 +69,11 @@ async fn put(cache: &SqliteCache, dish: &str) {
 async fn title(cache: &SqliteCache, dish: &str) -> Option<String> {
     let found = cache.get(&key(dish)).await.expect("read");
     found.map(|kept| {
-        kept.output.value()["title"]
+        kept.answer
+            .output
+            .as_ref()
+            .map(Output::value)
+            .unwrap_or_default()["title"]
             .as_str()
             .unwrap_or_default()
             .to_owned()

@@ -74,7 +74,9 @@ pub struct Finished {
 }
 
 /// Where a task's answer came from, as its `meta.cache` says (contract 7.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Part of a kept answer's encoding: `{"outcome": "hit", "at": …}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Cached {
     /// Made now, by the upstream (and kept, unless the request said `no-store`).
     Miss,

@@ -45,14 +45,19 @@ pub struct Chunk {
     pub meta: Option<Box<Meta>>,
 }
 
-/// Identity of the upstream completion, kept for the non-streaming answer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Identity of the upstream completion, kept for the non-streaming answer (and
+/// in a kept answer's encoding: absent fields are left out).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(default)]
 pub struct Meta {
     /// The upstream's completion id.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The model that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// The upstream's `system_fingerprint`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub system_fingerprint: Option<String>,
 }
 

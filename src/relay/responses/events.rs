@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::object::{Made, Status, item_id, message_item, reasoning_item, text_part};
-use crate::engine::completion::Progress;
+use crate::engine::completion::{Finished, Progress};
 use crate::error::ApiError;
 
 /// One event: its `type`, its number and its SSE frame, written once.
@@ -193,22 +193,22 @@ impl Events {
         })
     }
 
-    /// Every event of a finished response whose whole `object` was kept,
-    /// from `response.created` on (a repeat under its idempotency key): its
-    /// items written as one delta each.
-    pub fn replayed(object: Value) -> Option<Vec<Event>> {
-        let mut events = Events::new(Made::of_object(&object)?);
+    /// Every event of a finished response, from `response.created` on (a
+    /// kept one, replayed to a repeat under its idempotency key): its reasoning
+    /// and its text written as one delta each.
+    pub fn replayed(made: Made, finished: &Finished) -> Vec<Event> {
+        let object = made.finished(finished);
+        let mut events = Events::new(made);
         let mut out = events.start();
-        for item in object["output"].as_array().into_iter().flatten() {
-            let kind = match item["type"].as_str() {
-                Some("reasoning") => Open::Reasoning,
-                _ => Open::Message,
-            };
-            let text = item["content"][0]["text"].as_str().unwrap_or_default();
-            events.write(&mut out, kind, text);
+        let choice = finished.choices.iter().find(|c| c.index == 0);
+        let reasoning = choice.map_or("", |c| c.reasoning.as_str());
+        if !reasoning.is_empty() {
+            events.write(&mut out, Open::Reasoning, reasoning);
         }
+        let text = choice.map_or("", |c| c.content.as_str());
+        events.write(&mut out, Open::Message, text);
         events.complete(&mut out, object);
-        Some(out)
+        out
     }
 
     /// `response.created` and `response.in_progress`.

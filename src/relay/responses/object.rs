@@ -90,7 +90,7 @@ impl Made {
     /// bits.
     pub fn new(model: String, echo: Echo) -> Made {
         let id = format!("resp_{}", &crate::jobs::ids::fresh()["job_".len()..]);
-        Made::with(id, super::super::wire::unix_seconds(), model, echo)
+        Made::with(id, crate::wall::unix_seconds(), model, echo)
     }
 
     fn with(id: String, created_at: u64, model: String, echo: Echo) -> Made {
@@ -118,6 +118,11 @@ impl Made {
         }
     }
 
+    /// The same response under another id and time (a kept one's, replayed).
+    pub fn renamed(&self, id: String, created_at: u64) -> Made {
+        Made::with(id, created_at, self.model.clone(), self.echo.clone())
+    }
+
     /// A background response's: its id is its job's (`job_X` → `resp_X`).
     pub fn for_job(job_id: &str, stored: &Value) -> Option<Made> {
         Some(Made::with(
@@ -125,16 +130,6 @@ impl Made {
             stored["created_at"].as_u64()?,
             stored["model"].as_str()?.to_owned(),
             serde_json::from_value(stored["echo"].clone()).ok()?,
-        ))
-    }
-
-    /// The response a whole object was made by (a kept one, replayed).
-    pub fn of_object(object: &Value) -> Option<Made> {
-        Some(Made::with(
-            object["id"].as_str()?.to_owned(),
-            object["created_at"].as_u64()?,
-            object["model"].as_str()?.to_owned(),
-            serde_json::from_value(object.clone()).ok()?,
         ))
     }
 

@@ -206,6 +206,7 @@ pub fn stored_call(
             request_id: request_id.to_owned(),
             route: CompletionRoute::Responses,
             model: made.model.clone(),
+            created: made.created_at,
             keep_alive: None,
             made: Some(Arc::new(made)),
         },

@@ -13,9 +13,8 @@ use crate::cache::CacheControl;
 use crate::engine::trace::TraceContext;
 use crate::ops::facts::{Arrival, CompletionNote};
 use crate::ops::request_id::RequestId;
-use crate::relay::CompletionRoute;
-use crate::relay::{Reply, ResponseShape};
-use crate::request::{self, task_call};
+use crate::relay::ResponseShape;
+use crate::request::{self, TaskRequest, task_call};
 use crate::routes::{JsonBody, noted};
 use crate::state::AppState;
 
@@ -30,23 +29,24 @@ pub async fn try_task(
     JsonBody(variables): JsonBody<Map<String, Value>>,
 ) -> Response {
     let mut note = CompletionNote::default();
-    let reply = Reply {
+    let asked = TaskRequest {
         shape: ResponseShape::TaskEvents,
         request_id: request_id.to_string(),
-        route: CompletionRoute::Task(name),
-        model: String::new(),
-        keep_alive: None,
-        made: None,
+        task: name,
+        variables,
+        arrived,
+        timeout: None,
+        key: None,
+        client: String::new(),
+        // A try neither uses nor fills the cache.
+        cache_control: CacheControl {
+            no_cache: true,
+            no_store: true,
+        },
+        trace,
     };
-    let answer = match task_call(&app, reply, arrived, None, None, variables, "").await {
-        Ok(mut call) => {
-            call.cache_control = CacheControl {
-                no_cache: true,
-                no_store: true,
-            };
-            call.trace = trace;
-            request::complete(&app, call, &mut note).await
-        }
+    let answer = match task_call(&app, asked).await {
+        Ok(call) => request::complete(&app, call, &mut note).await,
         Err(error) => Err(error),
     };
     noted(answer, note)

@@ -88,6 +88,105 @@ async fn a_chat_stream_under_a_key_is_kept_whole_and_replayed_as_json_and_as_a_s
     assert_eq!(app.upstream().requests().len(), 1);
 }
 
+/// A stream with all a choice can hold besides text: reasoning, a tool call,
+/// log-probabilities, two choices, a fingerprint and usage.
+fn everything() -> Script {
+    let chunk = |choices: Value| {
+        json!({"id": "chatcmpl-up", "model": "glm-4-plus-0111", "system_fingerprint": "fp_1",
+               "choices": choices})
+        .to_string()
+    };
+    let logprob =
+        json!({"content": [{"token": "番", "logprob": -0.2, "bytes": [1], "top_logprobs": []}]});
+    sse(vec![
+        data(&chunk(
+            json!([{"index": 0, "delta": {"reasoning_content": "先想"}}]),
+        )),
+        data(&chunk(
+            json!([{"index": 0, "delta": {"content": "番茄"}, "logprobs": logprob}]),
+        )),
+        data(&chunk(
+            json!([{"index": 1, "delta": {"tool_calls": [{"index": 0, "id": "call_a",
+            "type": "function", "function": {"name": "fridge", "arguments": "{\"room\":"}}]}}]),
+        )),
+        data(&chunk(
+            json!([{"index": 1, "delta": {"tool_calls": [{"index": 0,
+            "function": {"arguments": "\"厨房\"}"}}]}}]),
+        )),
+        data(&chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "stop"},
+                           {"index": 1, "delta": {}, "finish_reason": "tool_calls"}]),
+        )),
+        data(
+            &json!({"id": "chatcmpl-up", "choices": [],
+                     "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}})
+            .to_string(),
+        ),
+        data("[DONE]"),
+    ])
+}
+
+#[tokio::test]
+async fn a_kept_stream_is_replayed_as_the_very_json_a_json_request_gets() {
+    // One record holds the answer whole: nothing a stream carried is lost on
+    // the way to another shape.
+    let app = Gateway::start().await;
+    app.upstream().push([everything(), everything()]);
+    let path = "/v1/chat/completions";
+    let body = |stream: bool| {
+        json!({"stream": stream, "n": 2, "logprobs": true,
+        "messages": [{"role": "user", "content": "冰箱里有什么"}]})
+    };
+    let streamed = app.post_keyed(path, "whole-1", &body(true), false).await;
+    assert!(
+        streamed
+            .text()
+            .await
+            .expect("the stream")
+            .ends_with("data: [DONE]\n\n")
+    );
+    let replayed_json = app.post_keyed(path, "whole-1", &body(false), false).await;
+    assert!(replayed(&replayed_json));
+    let replayed_json = json_of(replayed_json).await;
+    let fresh = json_of(app.post(path, &body(false)).await).await;
+    for field in [
+        "id",
+        "object",
+        "model",
+        "system_fingerprint",
+        "choices",
+        "usage",
+    ] {
+        assert_eq!(
+            replayed_json[field], fresh[field],
+            "{field}: {replayed_json}"
+        );
+    }
+    assert_eq!(
+        fresh["choices"][1]["message"]["tool_calls"][0]["function"]["arguments"],
+        r#"{"room":"厨房"}"#
+    );
+    assert_eq!(fresh["choices"][0]["message"]["reasoning_content"], "先想");
+
+    let again = app.post_keyed(path, "whole-1", &body(true), false).await;
+    let text = again.text().await.expect("the replayed stream");
+    let first: Value = serde_json::from_str(&sse_events(&text)[0].1).expect("a chunk");
+    assert_eq!(first["choices"][0]["delta"]["reasoning_content"], "先想");
+    assert_eq!(
+        first["choices"][0]["logprobs"],
+        fresh["choices"][0]["logprobs"]
+    );
+    assert_eq!(
+        first["choices"][1]["delta"]["tool_calls"][0]["id"],
+        "call_a"
+    );
+    assert_eq!(
+        app.upstream().requests().len(),
+        2,
+        "one stream, one fresh JSON"
+    );
+}
+
 #[tokio::test]
 async fn a_repeat_waiting_on_a_chat_stream_whose_client_left_gets_its_whole_text() {
     let app = Gateway::start().await;

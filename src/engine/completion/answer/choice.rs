@@ -4,39 +4,51 @@
 //! in order), log-probabilities' lists concatenated. Everything kept counts toward
 //! the choice's bound.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::upstream::chunk::{Choice, ToolCallPiece};
 
-/// One choice's answer so far.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One choice's answer so far. Its serde form is part of a kept answer's
+/// encoding (`kept::KeptAnswer`, pinned there): empty fields are left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ChoiceAnswer {
     /// The choice's `index`.
     pub index: u32,
     /// Its content.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub content: String,
     /// Its reasoning.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub reasoning: String,
     /// Its refusal.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub refusal: String,
     /// Its tool calls, in order of first appearance (rendered by `index`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// Its log-probabilities, when the upstream sent any.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Logprobs>,
     /// Its finish reason, once given.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
-    /// Bytes kept so far, against the bound.
+    /// Bytes kept so far, against the bound (an answer read back is whole).
+    #[serde(skip)]
     size: usize,
 }
 
 /// One tool call the model made.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ToolCall {
     /// Its `index` among the choice's calls.
     pub index: u32,
     /// Its `id`.
     pub id: String,
     /// Its `type`: `function` when the upstream left it out.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// The function's name.
     pub name: String,
@@ -53,11 +65,14 @@ impl ToolCall {
 
 /// A choice's `logprobs`: each list concatenated in order, `None` (rendered
 /// `null`, as OpenAI's) while no chunk carried it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Logprobs {
     /// `logprobs.content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<Vec<Value>>,
     /// `logprobs.refusal`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<Vec<Value>>,
 }
 
