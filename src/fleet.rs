@@ -1,6 +1,6 @@
 //! The fleet's Redis (contract 6.7): one connection handle and its health, which
 //! every concept's Redis variant uses (`prompts::redis`, `idempotency::redis`,
-//! `budget::shared`). Breakers, the queue and metrics stay per replica.
+//! `budget::redis`). Breakers, the queue and metrics stay per replica.
 //!
 //! Redis is never on the way of a request that does not need it, and never a
 //! reason for one to fail: every call has a timeout, and each shared store keeps a

@@ -7,7 +7,8 @@
 //! a shape cannot lose what the record never dropped.
 //!
 //! A job keeps its result as the contract's body instead (`GET /v1/jobs/{id}`
-//! and the webhook read it as it is): see `docs/design/19-engine-boundary`.
+//! and the webhook read it as it is): see
+//! `docs/design/19-one-boundary-for-the-engine/07-one-answer-record.md`.
 
 use std::time::Duration;
 

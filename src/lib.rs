@@ -1,35 +1,26 @@
 //! ladle: a streaming LLM completion gateway.
 //!
 //! Codemap (docs/architecture.md has the whole map and a request's way through it):
-//! - `app`: the router and its layers.
-//! - `background`: the one owner of background tasks, drained at shutdown.
-//! - `breaker`: one upstream's circuit breaker, pure.
-//! - `budget`: retry budgets behind the `Budget` trait (local, and shared by a fleet).
-//! - `cache`: the answer cache: kept task answers (the state file, or Redis).
-//! - `bulkhead`: at most N at once, by name, per scope (client, task, upstream).
-//! - `clients`: client keys: who may call `/v1/*`, and each key's share.
-//! - `cli`: the command line; the only reader of the environment and config file.
-//! - `completion`: the attempt loop under one deadline; the only code that sleeps.
-//! - `config`: one validated `Config`; `settings` is the one table of defaults.
-//! - `demo`: the simulated upstream of `ladle demo`.
-//! - `error`: `ApiError`, rendered into a response in one place.
-//! - `failure`: what happened to an attempt, classified once.
-//! - `fleet`: the Redis handle and its health.
-//! - `idempotency`: keyed requests' records (memory and Redis) and detached runs.
-//! - `jobs`: background jobs and webhooks; their store (SQLite, or Redis for a fleet).
-//! - `nesting`: how deep JSON may nest where ladle accepts or keeps it.
-//! - `normalize`: the model's text → recipe/JSON/text output, pure.
-//! - `ops`: metrics, the request observer, request ids and bodies, logs.
-//! - `prompts`: prompt files, rendering, and the stores (files and Redis).
-//! - `relay`: progress → OpenAI stream/JSON or task events; the commit point.
-//! - `request`: one pipeline for both completion routes, key lookup included.
-//! - `retry`: the retry policy as pure functions.
-//! - `routes`: thin handlers that turn HTTP into a `request::Call`.
-//! - `server`: serving, the accept loop and its limits, the drain on shutdown.
-//! - `state`: `AppState` and its wiring.
-//! - `state_file`: the SQLite state file's handle: one writer thread, group commit.
-//! - `trace`: W3C trace context: the caller's trace passed on, one span per attempt.
-//! - `upstream`: the only HTTP client (reqwest); the order of upstreams, SSE, chunks.
+//! - `engine`: what decides and does an attempt, and names nothing outside it: the
+//!   attempt loop (`completion`, the only code that sleeps between attempts), the
+//!   retry policy, breakers, local budgets, failure classes, bulkheads, the
+//!   upstream client with SSE and chunks, normalization, metrics, trace context.
+//! - `app`: the router and its layers; `server`: the sockets and the drain.
+//! - `start`: the one start of every background loop; `background`: their owner,
+//!   drained at shutdown; `state`: `AppState` and its wiring.
+//! - `routes`: thin handlers that turn HTTP into a `request::Call`; `request`: one
+//!   pipeline for every completion route, key lookup included.
+//! - `relay`: progress → OpenAI stream/JSON, task events or Responses events; the
+//!   commit point; replays.
+//! - `kept`: a finished answer as it is kept, one versioned record.
+//! - `idempotency`, `cache`, `jobs`, `prompts`, `clients`, `budget`: the concepts
+//!   with their backends inside (memory, the SQLite state file, Redis).
+//! - `fleet`: the Redis handle and its health; `state_file`: the SQLite handle;
+//!   `store_down`: what either says when it could not do what was asked.
+//! - `config`: one validated `Config`; `cli`: the only reader of the environment.
+//! - `error`: `ApiError`, mapped and rendered in one place.
+//! - `ops`: the request observer, request ids and bodies, logs.
+//! - `wall`: wall-clock time; `demo`: the simulated upstream of `ladle demo`.
 //!
 //! Invariants (`tests/tidy` checks the mechanical ones): one clock; output state per
 //! attempt, and nothing reaches a streaming client before the first output; nothing on

@@ -23,10 +23,10 @@ impl AppState {
         let background = &self.background;
         if let Some(redis) = &self.redis {
             let window = self.config.budget.window;
-            crate::budget::shared::share(&self.fleet_budgets, redis.clone(), window, background);
+            crate::budget::redis::share(&self.redis_budgets, redis.clone(), window, background);
             crate::fleet::watch_persistence(redis.clone(), background);
             if let Some(clients) = &self.clients {
-                crate::clients::shared::share(clients.clone(), redis.clone(), background);
+                crate::clients::redis::share(clients.clone(), redis.clone(), background);
             }
         }
         self.idempotency.start(background);

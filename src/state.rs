@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 use crate::background::Background;
-use crate::budget::shared::FleetBudgets;
-use crate::budget::shared::SharedBudget;
+use crate::budget::redis::RedisBudget;
+use crate::budget::redis::RedisBudgets;
 use crate::cache::AnswerCache;
 use crate::cache::redis::RedisCache;
 use crate::cache::sqlite::SqliteCache;
@@ -70,7 +70,7 @@ pub struct App {
     /// The tasks' bulkheads (a prompt's `max_inflight`).
     pub tasks: Arc<Bulkheads>,
     /// With the fleet's Redis: the upstreams' shared budgets, for their rounds.
-    pub fleet_budgets: FleetBudgets,
+    pub redis_budgets: RedisBudgets,
 }
 
 /// The app, held without keeping it alive: what a loop the app owns holds of it.
@@ -111,7 +111,7 @@ impl AppState {
             Some(settings) => Some(Redis::new(settings, metrics.clone())?),
             None => None,
         };
-        let (upstreams, fleet_budgets) = shared_upstreams(&config, &metrics, redis.is_some())?;
+        let (upstreams, redis_budgets) = shared_upstreams(&config, &metrics, redis.is_some())?;
         let (prompts, idempotency): (Arc<dyn PromptStore>, Arc<dyn IdempotencyStore>) = match &redis
         {
             Some(redis) => {
@@ -145,7 +145,7 @@ impl AppState {
             cache,
             clients,
             tasks: Arc::new(Bulkheads::new("task", metrics_for_tasks)),
-            fleet_budgets,
+            redis_budgets,
         })))
     }
 }
@@ -198,11 +198,11 @@ fn shared_upstreams(
     config: &Config,
     metrics: &Metrics,
     fleet: bool,
-) -> Result<(Arc<SharedUpstreams>, FleetBudgets), ConfigError> {
+) -> Result<(Arc<SharedUpstreams>, RedisBudgets), ConfigError> {
     let upstreams = build_upstreams(config)?;
     let breakers = config.breaker.applies(upstreams.len());
     let now = Instant::now();
-    let mut fleet_budgets = Vec::new();
+    let mut redis_budgets = Vec::new();
     let bulkheads = Bulkheads::new("upstream", metrics.clone());
     let guards = upstreams
         .iter()
@@ -213,8 +213,8 @@ fn shared_upstreams(
                 metrics.breaker_state(&upstream.name, State::Closed.gauge());
             }
             let budget: Arc<Mutex<dyn Budget>> = if fleet {
-                let shared = Arc::new(Mutex::new(SharedBudget::new(config.budget)));
-                fleet_budgets.push((upstream.name.clone(), shared.clone()));
+                let shared = Arc::new(Mutex::new(RedisBudget::new(config.budget)));
+                redis_budgets.push((upstream.name.clone(), shared.clone()));
                 shared
             } else {
                 Arc::new(Mutex::new(RetryBudget::new(config.budget)))
@@ -243,7 +243,7 @@ fn shared_upstreams(
         queue_timeout: config.queue_timeout,
         metrics: metrics.clone(),
     };
-    Ok((Arc::new(shared), fleet_budgets))
+    Ok((Arc::new(shared), redis_budgets))
 }
 
 /// Every configured upstream with its client; an error names the upstream when

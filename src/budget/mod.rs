@@ -3,4 +3,4 @@
 //! rounds that exchange them through Redis. Outside the engine, because it talks
 //! to Redis.
 
-pub mod shared;
+pub mod redis;

@@ -13,7 +13,7 @@
 pub mod bucket;
 pub mod file;
 pub mod gate;
-pub mod shared;
+pub mod redis;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

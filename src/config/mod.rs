@@ -20,17 +20,17 @@ use crate::ops::telemetry::LogFormat;
 
 use self::settings::{Millis, Sources, invalid};
 
-mod fleet;
 mod jobs;
 mod proxy;
+mod redis;
 mod resilience;
 pub mod settings;
 mod upstreams;
 
 pub use crate::engine::secret::Secret;
 pub use crate::engine::upstream::settings::{UpstreamProxy, UpstreamSettings};
-pub use fleet::RedisSettings;
 pub use jobs::JobSettings;
+pub use redis::RedisSettings;
 pub use resilience::BreakerMode;
 
 /// The most worker threads `serve` may run (`LADLE_WORKERS`): each has its own
@@ -198,7 +198,7 @@ impl Config {
             breaker,
             breaker_settings,
             budget,
-            redis: fleet::load(&src)?,
+            redis: redis::load(&src)?,
             jobs: jobs::load(&src, src.get::<Millis>("LADLE_REDIS_LEASE_MS")?.0)?,
             cache_max_entries: src.get("LADLE_CACHE_MAX_ENTRIES")?,
             client_keys_file: src.optional("LADLE_CLIENT_KEYS_FILE")?,

@@ -80,8 +80,7 @@ impl RunTask for RunsTasks {
             let slots = entry.wait(None, None).await.map_err(|_| stopping())?;
             // Its deadline starts once it has them.
             call.arrived = Instant::now();
-            let mut run = call.spec(&app.config);
-            run.slot = Some(slots);
+            let run = call.spec(&app, Some(slots));
             let progress = super::progress(&app, &call, run, LateWord::default(), Some(&job.id));
             match written(progress, &app, &job, &call.reply).await {
                 Ok(finished) => Ok(call.reply.body(&finished)),

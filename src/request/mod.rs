@@ -25,8 +25,7 @@ use tokio::time::Instant;
 
 use crate::cache::serve::{CacheUse, serve};
 use crate::cache::{AnswerKey, CacheControl};
-use crate::config::Config;
-use crate::engine::bulkhead::Bulkhead;
+use crate::engine::bulkhead::{Bulkhead, Slots};
 use crate::engine::completion::{Cached, Completion, Finished, Gather, Progress, Spec};
 use crate::engine::retry::{Deadline, RetryPolicy};
 use crate::engine::trace::TraceContext;
@@ -70,8 +69,10 @@ pub struct Call {
 
 impl Call {
     /// The spec for the attempt loop: the chat route's settings, or the task's own
-    /// deadline, reserve and output kind. The deadline runs from the arrival.
-    pub fn spec(&self, config: &Config) -> Spec {
+    /// deadline, reserve, output kind and bulkhead. The deadline runs from the
+    /// arrival; `slot` holds the slots a job's run took already.
+    pub fn spec(&self, app: &AppState, slot: Option<Slots>) -> Spec {
+        let config = &app.config;
         let prompt = self.prompt.as_deref();
         let assembled = self.reply.shape.assembled();
         let policy = RetryPolicy {
@@ -98,8 +99,8 @@ impl Call {
                 (false, None) => Gather::Nothing,
             },
             prefix_limit: self.one_choice.then_some(config.max_answer_bytes),
-            slot: None,
-            task_bulkhead: None,
+            slot,
+            task_bulkhead: task_bulkhead(app, self),
             task: self.reply.route.task().unwrap_or_default().to_owned(),
             model: self.reply.model.clone(),
             client: self.client.clone(),
@@ -130,11 +131,10 @@ impl Call {
 pub fn progress(
     app: &AppState,
     call: &Call,
-    mut spec: Spec,
+    spec: Spec,
     seen: LateWord,
     job_id: Option<&str>,
 ) -> Either<InSpan<Completion>, BoxStream<'static, Progress>> {
-    spec.task_bulkhead = task_bulkhead(app, call);
     let upstreams = app.upstreams.clone();
     let span = call.span(job_id);
     let run = move || InSpan::new(Completion::new(upstreams, spec), span);
@@ -183,7 +183,7 @@ pub async fn complete(
     mut call: Call,
     note: &mut CompletionNote,
 ) -> Result<Response, ApiError> {
-    let spec = call.spec(&app.config);
+    let spec = call.spec(app, None);
     let deadline = spec.deadline;
     note.deadline = Some(deadline);
     let seen = LateWord::default();

@@ -246,8 +246,8 @@ fn every_background_loop_is_started_by_the_one_start() {
     // in one place.
     let loops = [
         "background.rs",
-        "budget/shared.rs",
-        "clients/shared.rs",
+        "budget/redis.rs",
+        "clients/redis.rs",
         "fleet.rs",
         "idempotency/redis.rs",
         "jobs/webhooks/send.rs",

@@ -6,7 +6,7 @@
 //! a `deposit`, a retry a `withdraw`, and `has_room` is what the retry policy is
 //! told before it decides. `local` is one replica's (pure); the fleet's variant, the
 //! same arithmetic with the rest of the fleet's counts added and the rounds that
-//! exchange them through Redis, lives outside the engine (`budget::shared`).
+//! exchange them through Redis, lives outside the engine (`budget::redis`).
 
 mod local;
 pub mod settings;

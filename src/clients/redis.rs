@@ -2,7 +2,7 @@
 //! every replica together, seen by each within a second, and no request waits for
 //! Redis.
 //!
-//! As the retry budgets are shared (`budget::shared`): every `SHARE_EVERY` one
+//! As the retry budgets are shared (`budget::redis`): every `SHARE_EVERY` one
 //! pipeline per replica runs a script per key that adds the tokens taken here
 //! since the last round to this replica's field of `{prefix}rate:{name}` (a hash
 //! that expires when the fleet stops using it) and sums the other fields. What the

@@ -53,7 +53,7 @@ return {firsts, retries}
 
 /// One replica's budget for one upstream, with what the rest of the fleet made.
 #[derive(Debug)]
-pub struct SharedBudget {
+pub struct RedisBudget {
     local: RetryBudget,
     /// The other replicas' counts over the window, as last shared; zero while
     /// Redis is unreachable (each replica then keeps its own budget).
@@ -62,10 +62,10 @@ pub struct SharedBudget {
     unshared: Counts,
 }
 
-impl SharedBudget {
+impl RedisBudget {
     /// An empty budget that knows of no other replica yet.
     pub fn new(settings: BudgetSettings) -> Self {
-        SharedBudget {
+        RedisBudget {
             local: RetryBudget::new(settings),
             others: Counts::default(),
             unshared: Counts::default(),
@@ -83,7 +83,7 @@ impl SharedBudget {
     }
 }
 
-impl Budget for SharedBudget {
+impl Budget for RedisBudget {
     fn deposit(&mut self, now: Instant) {
         self.local.deposit(now);
         self.unshared.firsts += 1;
@@ -101,12 +101,12 @@ impl Budget for SharedBudget {
 }
 
 /// Every upstream's shared budget, by upstream name.
-pub type FleetBudgets = Vec<(String, Arc<Mutex<SharedBudget>>)>;
+pub type RedisBudgets = Vec<(String, Arc<Mutex<RedisBudget>>)>;
 
 /// Shares `budgets` through `redis`, a round every `SHARE_EVERY`, until shutdown
 /// (or until the budgets are gone).
-pub fn share(budgets: &FleetBudgets, redis: Arc<Redis>, window: Duration, background: &Background) {
-    let budgets: Vec<(String, Weak<Mutex<SharedBudget>>)> = budgets
+pub fn share(budgets: &RedisBudgets, redis: Arc<Redis>, window: Duration, background: &Background) {
+    let budgets: Vec<(String, Weak<Mutex<RedisBudget>>)> = budgets
         .iter()
         .map(|(name, budget)| (name.clone(), Arc::downgrade(budget)))
         .collect();
@@ -131,7 +131,7 @@ pub fn share(budgets: &FleetBudgets, redis: Arc<Redis>, window: Duration, backgr
 
 /// One round: add this replica's new counts, read the others'.
 async fn round(
-    budgets: &[(String, Arc<Mutex<SharedBudget>>)],
+    budgets: &[(String, Arc<Mutex<RedisBudget>>)],
     redis: &Redis,
     replica: &str,
     seconds: u64,
@@ -173,7 +173,7 @@ async fn round(
 }
 
 /// A lock whose holder panicked still guards consistent counts.
-fn lock(budget: &Mutex<SharedBudget>) -> std::sync::MutexGuard<'_, SharedBudget> {
+fn lock(budget: &Mutex<RedisBudget>) -> std::sync::MutexGuard<'_, RedisBudget> {
     budget
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn the_other_replicas_counts_share_one_budget() {
         let t0 = Instant::now();
-        let mut budget = SharedBudget::new(settings(0.5, 0));
+        let mut budget = RedisBudget::new(settings(0.5, 0));
         for _ in 0..10 {
             budget.deposit(t0);
         }
