@@ -73,7 +73,7 @@ pub enum AnsweredOn {
 }
 
 /// Writes the JSON body of an error response, with the request id: the one place
-/// error bodies are made (called for every response by `ops::observe`). An error of
+/// error bodies are made (called for every response by `app::observe`). An error of
 /// a completion route that made no upstream attempt (a bad body, a full queue)
 /// gets its `x-should-retry` here, and the chat route's status is set here.
 pub fn render_error(

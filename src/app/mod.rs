@@ -1,5 +1,7 @@
 //! Wiring: the router with its layers. Serving it is `server`'s.
 
+pub mod observe;
+
 use std::convert::Infallible;
 
 use axum::Router;
@@ -10,8 +12,8 @@ use hyper::body::Incoming;
 use tower::{Service, ServiceBuilder};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 
+use self::observe::ObserveLayer;
 use crate::clients::gate::gate;
-use crate::ops::observe::ObserveLayer;
 use crate::ops::request_body::Bounds;
 use crate::ops::request_id::{self, HEADER, MakeIds};
 use crate::relay::CompletionRoute;

@@ -31,13 +31,13 @@ use http_body::{Frame, SizeHint};
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
-use super::facts::{Arrival, CompletionNote, LateWord, OutlivesItsWork, ReaderStall};
-use super::request_body::{self, Bounds};
-use super::request_id::RequestId;
 use crate::clients::gate::{Caller, HeldUntilEnd};
 use crate::engine::metrics::{Metrics, Took};
 use crate::engine::trace::{TraceContext, TraceId};
 use crate::error::{AnsweredOn, ApiError, ErrorCode};
+use crate::ops::facts::{Arrival, CompletionNote, LateWord, OutlivesItsWork, ReaderStall};
+use crate::ops::request_body::{self, Bounds};
+use crate::ops::request_id::RequestId;
 use crate::relay::CompletionRoute;
 use crate::server::connection::Connection;
 
