@@ -124,7 +124,7 @@ async fn the_long_poll_on_another_replica_answers_when_an_event_comes() {
         (!page["events"].as_array()?.is_empty()).then_some(page)
     })
     .await;
-    assert_eq!(page["events"][0]["id"], "1.1");
+    assert_eq!(page["events"][0]["id"], "1.1", "{page}");
     assert_eq!(page["events"][0]["data"]["status"], "running");
 }
 
