@@ -35,11 +35,11 @@ use crate::clients::gate::{Caller, HeldUntilEnd};
 use crate::engine::metrics::{Metrics, Took};
 use crate::engine::trace::{TraceContext, TraceId};
 use crate::error::{AnsweredOn, ApiError, ErrorCode};
+use crate::ops::connection::Connection;
 use crate::ops::facts::{Arrival, CompletionNote, LateWord, OutlivesItsWork, ReaderStall};
 use crate::ops::request_body::{self, Bounds};
 use crate::ops::request_id::RequestId;
 use crate::relay::CompletionRoute;
-use crate::server::connection::Connection;
 
 /// Observes every route it wraps (a router layer, so the matched route is known).
 #[derive(Clone)]

@@ -3,6 +3,7 @@
 //! the limit on slow request bodies. (The metrics' handles are
 //! the engine's: `engine::metrics`.)
 
+pub mod connection;
 pub mod facts;
 pub mod request_body;
 pub mod request_id;

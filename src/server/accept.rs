@@ -26,7 +26,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tower::{Service, ServiceExt};
 
-use super::connection::{Connection, Socket};
+use super::connection::Socket;
+use crate::ops::connection::Connection;
 
 /// The largest request head read (contract 10): hyper answers a larger one with
 /// `431`, which `Socket` gives the contract's JSON body.

@@ -150,7 +150,7 @@ fn only_the_attempt_loop_sleeps() {
         "idempotency/redis.rs",
         "demo/",
         "server/accept.rs",
-        "server/connection.rs",
+        "ops/connection.rs",
         "jobs/runner.rs",
         "jobs/waiters.rs",
         "jobs/events/read.rs",
