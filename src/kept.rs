@@ -2,8 +2,8 @@
 //! and in the answer cache (for its hits). One versioned type for both, pinned by
 //! the test below, since Redis and the state file outlive the build that wrote
 //! them. It holds the answer whole (every choice's content, reasoning, refusal,
-//! tool calls and log-probabilities, the usage, the task's output) and the names
-//! it was first given, so the relay renders it in every shape (`Reply::replay`):
+//! tool calls and log-probabilities, the usage; a task's output) and the names
+//! it was first given, so the relay renders it in every shape (`relay/replay.rs`):
 //! a shape cannot lose what the record never dropped.
 //!
 //! A job keeps its result as the contract's body instead (`GET /v1/jobs/{id}`
@@ -35,7 +35,8 @@ pub struct KeptAnswer {
     /// The Responses API response it was, if it was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
-    /// Every choice, whole.
+    /// Every choice, whole. A task's answer is its output (all any of its
+    /// shapes renders), so the model's text it was made from is not kept twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<ChoiceAnswer>,
     /// The upstream's usage report.
@@ -79,7 +80,10 @@ impl KeptAnswer {
             request_id: named.request_id,
             created: named.created,
             response_id: named.response_id,
-            choices: finished.choices.clone(),
+            choices: match finished.output {
+                Some(_) => Vec::new(),
+                None => finished.choices.clone(),
+            },
             usage: finished.usage.clone(),
             meta: finished.meta.clone(),
             output: finished.output.clone(),

@@ -20,14 +20,13 @@ pub struct Kept {
     pub answer: KeptAnswer,
 }
 
-/// The stored form; the answer's own text is read by `KeptAnswer::decode`,
-/// which checks its version.
+/// The stored form: written with the answer itself, read with the answer's
+/// text, which `KeptAnswer::decode` reads (checking its version).
 #[derive(Serialize, Deserialize)]
-struct Stored<'a> {
-    request: std::borrow::Cow<'a, str>,
+struct Stored<R, A> {
+    request: R,
     made_at: u64,
-    #[serde(borrow)]
-    answer: &'a RawValue,
+    answer: A,
 }
 
 impl Kept {
@@ -38,25 +37,21 @@ impl Kept {
 
     /// Its stored encoding.
     pub fn encode(&self) -> String {
-        let answer = self.answer.encode();
-        // The answer's encoding is JSON text, written by serde.
-        let Ok(answer) = RawValue::from_string(answer) else {
-            return String::new();
-        };
         let stored = Stored {
-            request: self.request.as_str().into(),
+            request: &self.request,
             made_at: self.made_at,
-            answer: &answer,
+            answer: &self.answer,
         };
+        // Plain fields and JSON values always serialize.
         serde_json::to_string(&stored).unwrap_or_default()
     }
 
     /// A stored encoding read back; `None` for another version or a broken one
     /// (a miss, never an error).
     pub fn decode(text: &str) -> Option<Kept> {
-        let stored: Stored<'_> = serde_json::from_str(text).ok()?;
+        let stored: Stored<String, &RawValue> = serde_json::from_str(text).ok()?;
         Some(Kept {
-            request: stored.request.into_owned(),
+            request: stored.request,
             made_at: stored.made_at,
             answer: KeptAnswer::decode(stored.answer.get())?,
         })

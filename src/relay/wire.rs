@@ -48,8 +48,7 @@ impl ChatNames<'_> {
 /// The `chat.completion` object for a finished completion: every choice apart,
 /// in `index` order, each with its own finish reason.
 pub fn completion_body(finished: &Finished, names: &ChatNames<'_>) -> Value {
-    let mut choices: Vec<&ChoiceAnswer> = finished.choices.iter().collect();
-    choices.sort_by_key(|choice| choice.index);
+    let choices = in_order(finished);
     let choices: Vec<Value> = match choices.is_empty() {
         true => vec![choice_body(&ChoiceAnswer::default())],
         false => choices.into_iter().map(choice_body).collect(),
@@ -68,6 +67,24 @@ pub fn completion_body(finished: &Finished, names: &ChatNames<'_>) -> Value {
         body["usage"] = usage.clone();
     }
     body
+}
+
+/// A finished answer's choices, by `index`.
+fn in_order(finished: &Finished) -> Vec<&ChoiceAnswer> {
+    let mut choices: Vec<&ChoiceAnswer> = finished.choices.iter().collect();
+    choices.sort_by_key(|choice| choice.index);
+    choices
+}
+
+/// A whole choice as a stream chunk's, with `finish_reason` (`null` while
+/// another chunk follows with it).
+fn delta_choice(choice: &ChoiceAnswer, finish_reason: Value) -> Value {
+    json!({
+        "index": choice.index,
+        "delta": message(choice, true),
+        "logprobs": logprobs(choice),
+        "finish_reason": finish_reason,
+    })
 }
 
 fn choice_body(choice: &ChoiceAnswer) -> Value {
@@ -142,12 +159,8 @@ pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
         .choices
         .iter()
         .map(|choice| {
-            json!({
-                "index": choice.index,
-                "delta": message(choice, true),
-                "logprobs": logprobs(choice),
-                "finish_reason": choice.finish_reason.as_deref().unwrap_or("stop"),
-            })
+            let reason = choice.finish_reason.as_deref().unwrap_or("stop");
+            delta_choice(choice, reason.into())
         })
         .collect();
     let meta = chunk.meta.clone().unwrap_or_default();
@@ -169,20 +182,12 @@ pub fn whole_as_chunk(chunk: &Chunk) -> Bytes {
 /// A finished answer as a stream (a kept one, replayed): every choice's message
 /// in one chunk, the finish reasons and usage in the next, then `[DONE]`.
 pub fn finished_as_chunks(finished: &Finished, names: &ChatNames<'_>) -> Bytes {
-    let mut choices: Vec<&ChoiceAnswer> = finished.choices.iter().collect();
-    choices.sort_by_key(|choice| choice.index);
     let mut deltas = Vec::new();
     let mut finishes = Vec::new();
-    for choice in choices {
-        let index = choice.index;
-        deltas.push(json!({
-            "index": index,
-            "delta": message(choice, true),
-            "logprobs": logprobs(choice),
-            "finish_reason": null,
-        }));
+    for choice in in_order(finished) {
+        deltas.push(delta_choice(choice, Value::Null));
         let reason = choice.finish_reason.as_deref().unwrap_or("stop");
-        finishes.push(json!({"index": index, "delta": {}, "finish_reason": reason}));
+        finishes.push(json!({"index": choice.index, "delta": {}, "finish_reason": reason}));
     }
     let (id, model) = (names.id(finished), names.model(finished));
     let chunk = |choices: Vec<Value>| {
